@@ -65,11 +65,8 @@ CODES: dict[str, str] = {
     "W005": "scope written on a kernel parameter is ignored",
     "W006": "unused kernel input",
     "W007": "tensor written but never read",
-    "W008": "integer division of integers truncates toward negative infinity",
     "W009": "implicit narrowing conversion",
-    "W010": "loop index used as a value in arithmetic is converted to the statement dtype",
-    "W011": "bound loop on a CPU target runs serially",
-    "W012": "output written several times; the last write wins",
+    "W014": "data-dependent subscript is bounds-checked at run time",
 }
 
 

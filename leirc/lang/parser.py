@@ -502,3 +502,28 @@ def signature_from_record(rec: dict):
     odt = rec["outputs"][2] if len(rec["outputs"]) > 2 else ["torch.float32"] * len(onames)
     outs = [(n, A.TORCH_DTYPES.get(d, "f32"), s) for n, s, d in zip(onames, oshapes, odt)]
     return ins, outs
+
+
+def parse_record(rec: dict, program: str | None = None, file: str = "<record>") -> ParseResult:
+    """Parse a Step-TP compat record's program (``IR`` by default) with the signature the
+    record carries. Output dtypes the record omits are taken from the program's own
+    accesses of that name (e.g. the i64 output of argmax)."""
+    text = rec["IR"] if program is None else program
+    ins, outs = signature_from_record(rec)
+    first = parse(text, file)
+    if first.module is not None:
+        seen: dict[str, str] = {}
+        for n in A.walk(first.module):
+            if isinstance(n, A.Access) and n.name not in seen:
+                seen[n.name] = n.dtype
+        has_odt = len(rec["outputs"]) > 2
+        outs = [(n, d if has_odt else seen.get(n, d), s) for n, d, s in outs]
+        ins = [(n, seen.get(n, d) if n not in rec["inputs"][0] else d, s) for n, d, s in ins]
+    return parse_body(text, ins, outs, name=_kernel_name(rec.get("model", "main")), file=file)
+
+
+def _kernel_name(model: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9]+", "_", model).strip("_") or "main"
+    if not name[0].isalpha():
+        name = "k_" + name
+    return re.sub(r"_+", "_", name)

@@ -1,0 +1,4 @@
+"""Command-line interface: ``leirc <command> ...``."""
+from .main import main
+
+__all__ = ["main"]

@@ -1,0 +1,274 @@
+"""Integer reasoning over index expressions: affine forms, interval bounds under
+path conditions (the guards of ``if_then_else``).
+
+Used by the checker for the static bounds proof and the dependence test, and by later
+passes (strategies, lowering) that need the same facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import ast as A
+
+Interval = tuple[int, int]  # inclusive bounds
+Affine = tuple[dict, int]  # ({var: coef}, const)
+
+
+def affine(e: A.Expr) -> Optional[Affine]:
+    """``e`` as ``sum(coef*var) + const`` over index variables, or None."""
+    if isinstance(e, A.Const):
+        return ({}, e.value) if e.is_int else None
+    if isinstance(e, A.Var):
+        return ({e.name: 1}, 0)
+    if isinstance(e, A.Neg):
+        a = affine(e.operand)
+        if a is None:
+            return None
+        return ({k: -v for k, v in a[0].items()}, -a[1])
+    if isinstance(e, A.BinOp) and e.op in ("+", "-"):
+        l, r = affine(e.lhs), affine(e.rhs)
+        if l is None or r is None:
+            return None
+        s = -1 if e.op == "-" else 1
+        coefs = dict(l[0])
+        for k, v in r[0].items():
+            coefs[k] = coefs.get(k, 0) + s * v
+        return ({k: v for k, v in coefs.items() if v != 0}, l[1] + s * r[1])
+    if isinstance(e, A.BinOp) and e.op == "*":
+        l, r = affine(e.lhs), affine(e.rhs)
+        if l is None or r is None:
+            return None
+        if not l[0]:
+            l, r = r, l
+        if r[0]:
+            return None  # product of two variable terms
+        c = r[1]
+        return ({k: v * c for k, v in l[0].items() if v * c != 0}, l[1] * c)
+    return None
+
+
+def _canon(coefs: dict) -> tuple[tuple, int]:
+    """Canonical key of a linear form and the sign applied (first coefficient > 0)."""
+    items = tuple(sorted(coefs.items()))
+    if not items:
+        return (), 1
+    sign = 1 if items[0][1] > 0 else -1
+    return tuple((k, v * sign) for k, v in items), sign
+
+
+def _floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+@dataclass
+class Facts:
+    """What is known about index variables at a program point."""
+
+    ranges: dict = field(default_factory=dict)  # var -> (lo, hi)
+    linear: list = field(default_factory=list)  # (canon key, lo, hi) for sum(coef*var)
+    exprs: list = field(default_factory=list)  # (expr, lo, hi) structural facts
+
+    def copy(self) -> "Facts":
+        return Facts(dict(self.ranges), list(self.linear), list(self.exprs))
+
+    # -- bounds --------------------------------------------------------------
+    def interval(self, e: A.Expr) -> Optional[Interval]:
+        iv = self._interval(e)
+        for fe, lo, hi in self.exprs:
+            if fe == e:
+                iv = _meet(iv, (lo, hi))
+        return iv
+
+    def _interval(self, e: A.Expr) -> Optional[Interval]:
+        af = affine(e)
+        if af is not None:
+            coefs, const = af
+            lo = hi = const
+            for v, c in coefs.items():
+                r = self.ranges.get(v)
+                if r is None:
+                    return None
+                if c >= 0:
+                    lo += c * r[0]
+                    hi += c * r[1]
+                else:
+                    lo += c * r[1]
+                    hi += c * r[0]
+            iv: Optional[Interval] = (lo, hi)
+            if coefs:
+                key, sign = _canon(coefs)
+                for fk, flo, fhi in self.linear:
+                    if fk == key:
+                        # e = sign*key_expr + const
+                        if sign > 0:
+                            iv = _meet(iv, (flo + const, fhi + const))
+                        else:
+                            iv = _meet(iv, (-fhi + const, -flo + const))
+            return iv
+        if isinstance(e, A.BinOp):
+            l, r = self.interval(e.lhs), self.interval(e.rhs)
+            if e.op == "//" and isinstance(e.rhs, A.Const) and e.rhs.is_int and e.rhs.value > 0 and l:
+                d = e.rhs.value
+                return (_floordiv(l[0], d), _floordiv(l[1], d))
+            if e.op == "%" and isinstance(e.rhs, A.Const) and e.rhs.is_int and e.rhs.value > 0:
+                d = e.rhs.value
+                if l and 0 <= l[0] and l[1] < d:
+                    return l
+                return (0, d - 1)
+            if l is None or r is None:
+                return None
+            if e.op == "+":
+                return (l[0] + r[0], l[1] + r[1])
+            if e.op == "-":
+                return (l[0] - r[1], l[1] - r[0])
+            if e.op == "*":
+                ps = [l[0] * r[0], l[0] * r[1], l[1] * r[0], l[1] * r[1]]
+                return (min(ps), max(ps))
+            return None
+        if isinstance(e, A.Neg):
+            i = self.interval(e.operand)
+            return (-i[1], -i[0]) if i else None
+        if isinstance(e, A.Call) and e.func in ("max", "min"):
+            ivs = [self.interval(a) for a in e.args]
+            if any(i is None for i in ivs):
+                return None
+            f = max if e.func == "max" else min
+            return (f(i[0] for i in ivs), f(i[1] for i in ivs))
+        if isinstance(e, A.Call) and e.func == "if_then_else":
+            t = self.assuming(e.args[0], True).interval(e.args[1])
+            f = self.assuming(e.args[0], False).interval(e.args[2])
+            if t is None or f is None:
+                # a branch that is provably never taken does not widen the result
+                if t is not None and self.assuming(e.args[0], False).infeasible():
+                    return t
+                if f is not None and self.assuming(e.args[0], True).infeasible():
+                    return f
+                return None
+            return (min(t[0], f[0]), max(t[1], f[1]))
+        return None
+
+    def infeasible(self) -> bool:
+        return any(lo > hi for lo, hi in self.ranges.values())
+
+    # -- path conditions ------------------------------------------------------
+    def assuming(self, cond: A.Expr, truth: bool) -> "Facts":
+        """Facts refined by knowing ``cond`` evaluates to ``truth``."""
+        f = self.copy()
+        f._add(cond, truth)
+        return f
+
+    def _add(self, cond: A.Expr, truth: bool) -> None:
+        if isinstance(cond, A.BinOp) and cond.op == "&":
+            if truth:
+                self._add(cond.lhs, True)
+                self._add(cond.rhs, True)
+            return  # not (a & b) is a disjunction: nothing certain
+        if isinstance(cond, A.BinOp) and cond.op == "|":
+            if not truth:
+                self._add(cond.lhs, False)
+                self._add(cond.rhs, False)
+            return
+        if isinstance(cond, A.Compare):
+            pairs = list(zip(cond.operands, cond.ops, cond.operands[1:]))
+            if truth:
+                for x, op, y in pairs:
+                    self._add_cmp(x, op, y)
+            elif len(pairs) == 1:
+                x, op, y = pairs[0]
+                self._add_cmp(x, _NEGATE[op], y)
+
+    def _add_cmp(self, x: A.Expr, op: str, y: A.Expr) -> None:
+        if op == "!=":
+            return
+        # normalize to  lhs - rhs  in [lo, hi]
+        ax, ay = affine(x), affine(y)
+        big = 1 << 62
+        lo, hi = -big, big
+        if op == "<":
+            hi = -1
+        elif op == "<=":
+            hi = 0
+        elif op == ">":
+            lo = 1
+        elif op == ">=":
+            lo = 0
+        elif op == "==":
+            lo = hi = 0
+        if ax is not None and ay is not None:
+            coefs = dict(ax[0])
+            for k, v in ay[0].items():
+                coefs[k] = coefs.get(k, 0) - v
+            coefs = {k: v for k, v in coefs.items() if v != 0}
+            const = ax[1] - ay[1]
+            # coefs.v + const in [lo, hi]  ->  coefs.v in [lo-const, hi-const]
+            lo2, hi2 = lo - const if lo > -big else -big, hi - const if hi < big else big
+            if len(coefs) == 1:
+                (v, c), = coefs.items()
+                r = self.ranges.get(v)
+                if r is not None:
+                    if c > 0:
+                        nlo = -(-lo2 // c) if lo2 > -big else r[0]
+                        nhi = hi2 // c if hi2 < big else r[1]
+                    else:
+                        # c < 0:  c*v <= hi2  <=>  v >= hi2/c ;  c*v >= lo2  <=>  v <= lo2/c
+                        nlo = _ceil_div(hi2, c) if hi2 < big else r[0]
+                        nhi = lo2 // c if lo2 > -big else r[1]
+                    self.ranges[v] = (max(r[0], nlo), min(r[1], nhi))
+            elif coefs:
+                key, sign = _canon(coefs)
+                if sign > 0:
+                    self.linear.append((key, lo2, hi2))
+                else:
+                    self.linear.append((key, -hi2 if hi2 < big else -big, -lo2 if lo2 > -big else big))
+            return
+        # structural fact: one side constant
+        if isinstance(y, A.Const) and y.is_int:
+            c = y.value
+            self.exprs.append((x, c + lo if lo > -big else -big, c + hi if hi < big else big))
+        elif isinstance(x, A.Const) and x.is_int:
+            c = x.value
+            # c - y in [lo, hi] -> y in [c-hi, c-lo]
+            self.exprs.append((y, c - hi if hi < big else -big, c - lo if lo > -big else big))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _meet(a: Optional[Interval], b: Optional[Interval]) -> Optional[Interval]:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return (max(a[0], b[0]), min(a[1], b[1]))
+
+
+def dense_interval(e: A.Expr, ranges: dict) -> Optional[Interval]:
+    """If ``e`` takes *every* integer value of an interval as the loop variables range
+    (a mixed-radix affine form such as ``g*64+tx`` with tx in [0,64)), that interval."""
+    af = affine(e)
+    if af is None:
+        return None
+    coefs, const = af
+    if not coefs:
+        return (const, const)
+    terms = []
+    for v, c in coefs.items():
+        r = ranges.get(v)
+        if r is None:
+            return None
+        terms.append((abs(c), r[1] - r[0] + 1, c, r))
+    terms.sort()
+    span_covered = 1
+    for absc, ext, c, r in terms:
+        if absc != span_covered and ext > 1:
+            return None
+        span_covered = absc * ext if ext > 1 else span_covered
+    lo = const + sum(c * (r[0] if c > 0 else r[1]) for _, _, c, r in terms)
+    hi = const + sum(c * (r[1] if c > 0 else r[0]) for _, _, c, r in terms)
+    return (lo, hi)

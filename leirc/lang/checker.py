@@ -1,0 +1,856 @@
+"""Semantic checker: names, types, shapes, static bounds, statement kinds, dependences.
+
+The checker collects *every* problem as a :class:`Diagnostic` (never stops at the first)
+and, for programs without errors, produces the facts that every later stage relies on:
+tensor table (dtype, scope, shape, role), and per statement its kind (plain assignment,
+reduction with identity initialization, in-place update, scan) and the loops that carry
+a dependence. The rules are written down in ``docs/language.md``; the diagnostic codes
+are listed in :mod:`leirc.lang.diagnostics`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from . import ast as A
+from .affine import Facts, affine, dense_interval
+from .diagnostics import Diagnostic, error, warning
+from .parser import ParseResult, parse
+
+# CUDA launch limits (compute capability >= 3.0)
+MAX_THREADS_PER_BLOCK = 1024
+THREAD_LIMITS = {"x": 1024, "y": 1024, "z": 64}
+BLOCK_LIMITS = {"x": 2**31 - 1, "y": 65535, "z": 65535}
+MAX_VECTOR_LANES = 64
+SHARED_BYTES_LIMIT = 48 * 1024
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+               "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+
+#: reduction operator -> identity
+IDENTITY = {"+": 0, "-": 0, "*": 1, "max": -math.inf, "min": math.inf}
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    dtype: str
+    scope: str
+    role: str  # "input" | "output" | "intermediate"
+    rank: int
+    shape: Optional[tuple[int, ...]] = None
+    span: Optional[A.Span] = None
+    written: bool = False
+    read: bool = False
+
+
+@dataclass
+class StmtInfo:
+    """What the checker learned about one assignment."""
+
+    stmt: A.Assign
+    loops: tuple[A.Loop, ...]  # enclosing loops, outermost first
+    order: int  # position in program order
+    kind: str = "assign"  # "assign" | "reduce" | "update" | "scan"
+    op: Optional[str] = None  # reduction operator (+ - * max min)
+    identity: Optional[float] = None
+    operand: Optional[A.Expr] = None  # the e of X = X op e
+    reduce_vars: tuple[str, ...] = ()  # enclosing loop vars absent from the target subscript
+    init_loop: Optional[A.Loop] = None  # outermost reduction loop (identity stored on entry)
+    carried: frozenset = frozenset()  # loop vars carrying a dependence of this statement
+
+
+@dataclass
+class CheckResult:
+    kernel: A.Kernel
+    diagnostics: list[Diagnostic]
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    stmts: list[StmtInfo] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    def info(self, stmt: A.Assign) -> StmtInfo:
+        for s in self.stmts:
+            if s.stmt is stmt:
+                return s
+        raise KeyError("statement not in this kernel")
+
+    @property
+    def intermediates(self) -> list[TensorInfo]:
+        return [t for t in self.tensors.values() if t.role == "intermediate"]
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def accesses(e: A.Expr) -> Iterable[A.Access]:
+    for n in A.walk(e):
+        if isinstance(n, A.Access):
+            yield n
+
+
+def binding_axis(var: str) -> Optional[tuple[str, str]]:
+    """('thread'|'block', 'x'|'y'|'z') for a B-loop index name, else None."""
+    if len(var) >= 2 and var[0] in "tb" and var[1] in "xyz":
+        if var[0] == "t" and len(var) > 2 and not var[2:].isalnum():
+            return None
+        return ("thread" if var[0] == "t" else "block", var[1])
+    return None
+
+
+def _is_float(t: str) -> bool:
+    return t in A.FLOAT_DTYPES or t == "float_lit"
+
+
+def _is_int(t: str) -> bool:
+    return t in A.INT_DTYPES or t == "int_lit"
+
+
+def _promote(a: str, b: str) -> str:
+    """Result type of an arithmetic operation on types a and b (see docs/language.md)."""
+    if a == b:
+        return a
+    weak = ("int_lit", "float_lit")
+    if a in weak and b in weak:
+        return "float_lit" if "float_lit" in (a, b) else "int_lit"
+    if a in weak:
+        a, b = b, a
+    if b == "int_lit":
+        return a if a != "bool" else "i64"
+    if b == "float_lit":
+        return a if _is_float(a) else "f32"
+    # both strong
+    if _is_float(a) and _is_float(b):
+        order = ["f16", "bf16", "f32", "f64"]
+        if {a, b} == {"f16", "bf16"}:
+            return "f32"
+        return max(a, b, key=order.index)
+    if _is_float(a):
+        return a
+    if _is_float(b):
+        return b
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    ints = list(A.INT_DTYPES)
+    bits = lambda t: int(t[1:])  # noqa: E731
+    if a[0] == b[0]:
+        return a if bits(a) >= bits(b) else b
+    return "i64"
+
+
+# ---------------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self, kernel: A.Kernel):
+        self.k = kernel
+        self.diags: list[Diagnostic] = []
+        self.tensors: dict[str, TensorInfo] = {}
+        self.stmts: list[StmtInfo] = []
+        self.loop_vars_anywhere: set[str] = set()
+        self.params = {p.name: p for p in kernel.inputs + kernel.outputs}
+        self.input_names = {p.name for p in kernel.inputs}
+        self.output_names = {p.name for p in kernel.outputs}
+        self._warned: set = set()
+
+    def err(self, code, msg, span, notes=()):
+        self.diags.append(error(code, msg, span, notes))
+
+    def warn(self, code, msg, span, notes=(), key=None):
+        if key is not None:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        self.diags.append(warning(code, msg, span, notes))
+
+    # -- entry -----------------------------------------------------------------
+    def run(self) -> CheckResult:
+        for p in self.k.inputs:
+            self.tensors[p.name] = TensorInfo(p.name, p.dtype, "g", "input", len(p.shape), p.shape, p.span, written=True)
+        for p in self.k.outputs:
+            self.tensors[p.name] = TensorInfo(p.name, p.dtype, "g", "output", len(p.shape), p.shape, p.span)
+        for n in A.walk(self.k):
+            if isinstance(n, A.Loop):
+                self.loop_vars_anywhere.add(n.var)
+        self._structure(self.k.body, (), {})
+        if any(d.is_error for d in self.diags):
+            # names/types are broken; later passes would only produce noise
+            return CheckResult(self.k, self.diags, self.tensors, self.stmts)
+        self._order()
+        self._shapes()
+        if not any(d.is_error for d in self.diags):
+            self._bounds()
+            self._races()
+            self._outputs()
+            self._capacity()
+        return CheckResult(self.k, self.diags, self.tensors, self.stmts)
+
+    # -- pass 1: structure, names, types ----------------------------------------
+    def _structure(self, items, loops: tuple[A.Loop, ...], bound_axes: dict):
+        for it in items:
+            if isinstance(it, A.Loop):
+                self._loop(it, loops, bound_axes)
+            elif isinstance(it, A.Region):
+                self.warn("W004", f"region annotation ^{{{it.tag}}} has no effect on code generation; its body runs in order", it.span)
+                self._structure(it.body, loops, bound_axes)
+            elif isinstance(it, A.Align):
+                self.warn("W004", f"align({it.axis},{it.factor},{it.offset}) on '{it.name}' has no effect on code generation", it.span)
+            else:
+                self._assign(it, loops)
+
+    def _loop(self, lp: A.Loop, loops, bound_axes: dict):
+        if lp.extent <= 0:
+            self.err("E024", f"loop '{lp.var}' has extent {lp.extent}; extents must be positive", lp.span)
+        if lp.start != 0:
+            self.warn("W003", f"loop '{lp.var}' starts at {lp.start}: leirc iterates {lp.start}..{lp.start + lp.extent - 1}; the Step-TP reference ignores the start", lp.span)
+        if any(o.var == lp.var for o in loops):
+            self.err("E017", f"loop index '{lp.var}' shadows an enclosing loop with the same index", lp.span)
+        if lp.var in self.tensors or lp.var in self.params:
+            self.err("E021", f"'{lp.var}' is a tensor name and cannot be a loop index", lp.span)
+        bound_axes = dict(bound_axes)
+        if lp.kind == "B":
+            ax = binding_axis(lp.var)
+            if ax is None:
+                self.err("E041", f"bound loop index '{lp.var}' must start with tx, ty, tz (threads) or bx, by, bz (blocks)", lp.span,
+                         notes=["the index name selects the hardware axis, e.g. 'tx' -> threadIdx.x, 'bya' -> blockIdx.y"])
+            else:
+                kind, axis = ax
+                key = (kind, axis)
+                if key in bound_axes:
+                    self.err("E042", f"{kind}Idx.{axis} is already bound by enclosing loop '{bound_axes[key].var}'", lp.span)
+                bound_axes[key] = lp
+                limit = (THREAD_LIMITS if kind == "thread" else BLOCK_LIMITS)[axis]
+                if lp.extent > limit:
+                    self.err("E043", f"{kind}Idx.{axis} extent {lp.extent} exceeds the CUDA limit {limit}", lp.span)
+                threads = 1
+                for (kd, _), l2 in bound_axes.items():
+                    if kd == "thread":
+                        threads *= l2.extent
+                if kind == "thread" and threads > MAX_THREADS_PER_BLOCK:
+                    self.err("E043", f"{threads} threads per block exceed the CUDA limit {MAX_THREADS_PER_BLOCK}", lp.span)
+        if lp.kind == "V" and lp.extent > MAX_VECTOR_LANES:
+            self.err("E044", f"vectorized loop '{lp.var}' has {lp.extent} lanes; at most {MAX_VECTOR_LANES} are allowed", lp.span,
+                     notes=["split the loop (loop_split) and vectorize the inner part"])
+        self._structure(lp.body, loops + (lp,), bound_axes)
+
+    def _assign(self, st: A.Assign, loops):
+        info = StmtInfo(st, loops, len(self.stmts))
+        self.stmts.append(info)
+        in_scope = {l.var for l in loops}
+        for acc in [st.target, *accesses(st.value), *[a for i in st.target.indices for a in accesses(i)]]:
+            self._tensor_use(acc, in_scope)
+        for n in list(A.walk(st.value)) + [x for i in st.target.indices for x in A.walk(i)]:
+            if isinstance(n, A.Var):
+                if n.name not in in_scope:
+                    if n.name in self.tensors or n.name in self.params:
+                        self.err("E021", f"'{n.name}' is a tensor; write it with its type, e.g. {n.name}^{{f32,g}}", n.span)
+                    else:
+                        self.err("E012", f"unknown index '{n.name}': no enclosing loop defines it", n.span)
+        # types
+        ttype = st.target.dtype
+        for idx in st.target.indices:
+            self._index_type(idx)
+        vt = self._type(st.value)
+        if vt is not None and _is_float(vt) and _is_int(ttype) and vt != "float_lit":
+            self.warn("W009", f"{vt} value stored into {ttype} tensor '{st.target.name}' is truncated", st.span)
+        if vt is not None and vt == "float_lit" and _is_int(ttype):
+            self.warn("W009", f"float literal stored into {ttype} tensor '{st.target.name}' is truncated", st.span)
+
+    def _tensor_use(self, acc: A.Access, in_scope):
+        if acc.name in in_scope or (acc.name in self.loop_vars_anywhere and acc.name not in self.params):
+            self.err("E021", f"'{acc.name}' is a loop index and cannot be used as a tensor", acc.span)
+            return
+        p = self.params.get(acc.name)
+        info = self.tensors.get(acc.name)
+        if p is not None:
+            if acc.dtype != p.dtype:
+                self.err("E015", f"'{acc.name}' is declared {p.dtype} but accessed as {acc.dtype}", acc.span)
+            if acc.scope != "g":
+                self.warn("W005", f"scope '{acc.scope}' on kernel parameter '{acc.name}' is ignored (parameters live in global memory)",
+                          acc.span, key=("W005", acc.name))
+            if len(acc.indices) != len(p.shape):
+                self.err("E016", f"'{acc.name}' has rank {len(p.shape)} but is accessed with {len(acc.indices)} subscript(s)", acc.span)
+            return
+        if info is None:
+            self.tensors[acc.name] = TensorInfo(acc.name, acc.dtype, acc.scope, "intermediate", len(acc.indices), None, acc.span)
+            return
+        if info.dtype != acc.dtype:
+            self.err("E013", f"'{acc.name}' is {info.dtype} at {_pos(info.span)} but {acc.dtype} here", acc.span,
+                     notes=["a tensor has one dtype; copy it into a new tensor to change it"])
+        if info.scope != acc.scope:
+            self.err("E014", f"'{acc.name}' is in scope '{info.scope}' at {_pos(info.span)} but '{acc.scope}' here", acc.span,
+                     notes=["a tensor has one memory scope; copies into another scope are new tensors"])
+        if info.rank != len(acc.indices):
+            self.err("E016", f"'{acc.name}' is accessed with {info.rank} subscript(s) at {_pos(info.span)} but {len(acc.indices)} here", acc.span)
+
+    def _index_type(self, idx: A.Expr):
+        t = self._type(idx)
+        if t is not None and not _is_int(t) and t != "bool":
+            self.err("E022", f"subscript has type {t}; subscripts must be integers", idx.span)
+
+    def _type(self, e: A.Expr) -> Optional[str]:
+        """Type of an expression; reports E022/E023 on the way. None if unknown."""
+        if isinstance(e, A.Const):
+            return "int_lit" if e.is_int else "float_lit"
+        if isinstance(e, A.Var):
+            return "int_lit"
+        if isinstance(e, A.Access):
+            for i in e.indices:
+                self._index_type(i)
+            return e.dtype
+        if isinstance(e, A.Neg):
+            return self._type(e.operand)
+        if isinstance(e, A.Compare):
+            for o in e.operands:
+                self._type(o)
+            return "bool"
+        if isinstance(e, A.BinOp):
+            lt, rt = self._type(e.lhs), self._type(e.rhs)
+            if e.op in ("&", "|"):
+                for side, t in ((e.lhs, lt), (e.rhs, rt)):
+                    if t is not None and t != "bool":
+                        self.err("E023", f"operand of '{e.op}' has type {t}; '&' and '|' combine conditions", side.span)
+                return "bool"
+            if lt is None or rt is None:
+                return None
+            if e.op == "/":
+                t = _promote(lt, rt)
+                return t if _is_float(t) else ("float_lit" if t == "int_lit" else "f32")
+            if e.op == "**":
+                t = _promote(lt, rt)
+                return t if _is_float(t) else ("float_lit" if t == "int_lit" else t)
+            return _promote(lt, rt)
+        if isinstance(e, A.Call):
+            ts = [self._type(a) for a in e.args]
+            if e.func in A.CAST_FUNCS:
+                return e.func
+            if e.func == "if_then_else":
+                c = ts[0]
+                if c is not None and c != "bool":
+                    self.err("E023", f"if_then_else condition has type {c}; use a comparison", e.args[0].span)
+                if ts[1] is None or ts[2] is None:
+                    return None
+                return _promote(ts[1], ts[2])
+            if e.func in ("max", "min"):
+                if any(t is None for t in ts):
+                    return None
+                t = ts[0]
+                for u in ts[1:]:
+                    t = _promote(t, u)
+                return t
+            if e.func == "abs":
+                return ts[0]
+            if e.func in ("floor", "ceil"):
+                return ts[0]
+            # transcendental: float result
+            t = ts[0]
+            for u in ts[1:]:
+                if t is not None and u is not None:
+                    t = _promote(t, u)
+            if t is None:
+                return None
+            return t if _is_float(t) else ("float_lit" if t == "int_lit" else "f32")
+        return None
+
+    # -- pass 2: program order, statement kinds -----------------------------------
+    def _order(self):
+        written = set(self.input_names)
+        for si in self.stmts:
+            st = si.stmt
+            x = st.target.name
+            if x in self.input_names:
+                self.err("E020", f"kernel input '{x}' is written; inputs are read-only", st.target.span,
+                         notes=["copy it into a new tensor first"])
+            reads = list(accesses(st.value)) + [a for i in st.target.indices for a in accesses(i)]
+            for r in reads:
+                if r.name != x and r.name not in written:
+                    self.err("E018", f"'{r.name}' is read before any statement writes it", r.span)
+                info = self.tensors.get(r.name)
+                if info is not None:
+                    info.read = True
+            self._classify(si, x in written, written)
+            written.add(x)
+            if x in self.tensors:
+                self.tensors[x].written = True
+
+    def _classify(self, si: StmtInfo, previously_written: bool, written: set):
+        st = si.stmt
+        x = st.target.name
+        self_reads = [a for a in accesses(st.value) if a.name == x]
+        target_vars = set()
+        for i in st.target.indices:
+            target_vars |= {n.name for n in A.walk(i) if isinstance(n, A.Var)}
+        reduce_vars = tuple(l.var for l in si.loops if l.var not in target_vars)
+        if not self_reads:
+            si.kind = "assign"
+            return
+        same = [a for a in self_reads if a.indices == st.target.indices]
+        other = [a for a in self_reads if a.indices != st.target.indices]
+        if other:
+            si.kind = "scan"
+            carried = set(reduce_vars) if same else set()
+            for a in other:
+                for i_w, i_r in zip(st.target.indices, a.indices):
+                    if i_w != i_r:
+                        carried |= {n.name for n in A.walk(i_w) if isinstance(n, A.Var)}
+                        carried |= {n.name for n in A.walk(i_r) if isinstance(n, A.Var)}
+            si.carried = frozenset(carried & {l.var for l in si.loops})
+            si.reduce_vars = reduce_vars
+            return
+        form = _reduction_form(st)
+        if previously_written:
+            si.kind = "update"
+            si.reduce_vars = reduce_vars
+            si.carried = frozenset(reduce_vars)
+            if form is not None and reduce_vars:
+                op = form[0]
+                self.warn("W002", f"'{x}' was written before, so '{x} = {x} {op} ...' accumulates into its current values "
+                          f"(no identity initialization) over loop(s) {', '.join(reduce_vars)}", st.span,
+                          notes=["this is the Step-TP rule; write the accumulation into a fresh tensor to get a reduction"])
+            return
+        if form is None:
+            self.err("E046", f"'{x}' is read by its own first write, but '{st.target.name} = ...' is not a reduction "
+                     f"(X = X op e with op one of + - * max min)", st.span,
+                     notes=["initialize it in an earlier statement to make this an in-place update"])
+            return
+        op, operand, commuted = form
+        if commuted:
+            self.warn("W001", f"'{x}' accumulates with itself on the right ('e {op} {x}'); leirc treats it as a reduction "
+                      f"with identity {IDENTITY[op]}, the Step-TP reference lowering leaves it uninitialized", st.span)
+        si.kind = "reduce"
+        si.op = op
+        si.identity = IDENTITY[op]
+        si.operand = operand
+        si.reduce_vars = reduce_vars
+        si.carried = frozenset(reduce_vars)
+        si.init_loop = next((l for l in si.loops if l.var in reduce_vars), None)
+
+    # -- pass 3: shapes -----------------------------------------------------------
+    def _facts(self, loops) -> Facts:
+        f = Facts()
+        for l in loops:
+            f.ranges[l.var] = (l.start, l.start + l.extent - 1)
+        return f
+
+    def _shapes(self):
+        lo_hi: dict[str, list] = {}
+        for si in self.stmts:
+            t = si.stmt.target
+            info = self.tensors.get(t.name)
+            if info is None or info.role != "intermediate":
+                continue
+            facts = self._facts(si.loops)
+            dims = lo_hi.setdefault(t.name, [[0, 0] for _ in t.indices])
+            for k, idx in enumerate(t.indices):
+                iv = facts.interval(idx)
+                if iv is None:
+                    self.err("E031", f"cannot bound subscript {k + 1} of '{t.name}' from the loop ranges, so its shape is unknown",
+                             idx.span, notes=["intermediate shapes are inferred from the subscripts of their writes"])
+                    continue
+                if iv[0] < 0:
+                    self.err("E031", f"subscript {k + 1} of '{t.name}' can be {iv[0]}; intermediates start at index 0", idx.span)
+                dims[k][1] = max(dims[k][1], iv[1])
+        for name, dims in lo_hi.items():
+            self.tensors[name].shape = tuple(d[1] + 1 for d in dims)
+        for info in self.tensors.values():
+            if info.role == "intermediate" and info.shape is None:
+                info.shape = tuple(1 for _ in range(info.rank))
+
+    # -- pass 4: bounds -------------------------------------------------------------
+    def _bounds(self):
+        for si in self.stmts:
+            facts = self._facts(si.loops)
+            st = si.stmt
+            self._bounds_access(st.target, facts)
+            for i in st.target.indices:
+                self._bounds_expr(i, facts)
+            self._bounds_expr(st.value, facts)
+
+    def _bounds_expr(self, e: A.Expr, facts: Facts):
+        # explicit stack so deep expressions cannot overflow; if_then_else refines facts
+        stack = [(e, facts)]
+        while stack:
+            n, f = stack.pop()
+            if isinstance(n, A.Call) and n.func == "if_then_else":
+                c, a, b = n.args
+                stack.append((c, f))
+                stack.append((a, f.assuming(c, True)))
+                stack.append((b, f.assuming(c, False)))
+                continue
+            if isinstance(n, A.Access):
+                self._bounds_access(n, f)
+                for i in n.indices:
+                    stack.append((i, f))
+                continue
+            for ch in A.children(n):
+                stack.append((ch, f))
+
+    def _bounds_access(self, acc: A.Access, facts: Facts):
+        info = self.tensors.get(acc.name)
+        if info is None or info.shape is None:
+            return
+        if facts.infeasible():
+            return  # inside a branch that is never taken
+        for k, (idx, n) in enumerate(zip(acc.indices, info.shape)):
+            iv = facts.interval(idx)
+            if iv is None:
+                if any(isinstance(x, A.Access) for x in A.walk(idx)):
+                    self.warn("W014", f"subscript {k + 1} of '{acc.name}' depends on tensor data; it is bounds-checked at run time by the interpreter",
+                              idx.span, key=("W014", acc.span))
+                else:
+                    self.err("E030", f"cannot prove subscript {k + 1} of '{acc.name}' lies in [0, {n})", idx.span)
+                continue
+            if iv[0] < 0 or iv[1] >= n:
+                self.err("E030", f"subscript {k + 1} of '{acc.name}' ranges over [{iv[0]}, {iv[1]}] but the extent is {n}", idx.span,
+                         notes=["guard the access with if_then_else(cond, access, other) where cond proves the bound"])
+
+    # -- pass 5: dependences under P/V/B loops ---------------------------------------
+    def _races(self):
+        for lp in (n for n in A.walk(self.k) if isinstance(n, A.Loop) and n.kind in ("P", "V", "B")):
+            inside = [si for si in self.stmts if any(l is lp for l in si.loops)]
+            if lp.extent == 1:
+                continue
+            conflict = find_conflict(lp, inside)
+            if conflict is None:
+                continue
+            si, msg = conflict
+            if lp.kind == "B" and si.kind == "reduce" and lp.var in si.reduce_vars and _only_self_conflicts(lp, inside, si):
+                continue  # cross-thread reduction: defined (see docs/language.md)
+            kind = A.LOOP_KIND_NAMES[lp.kind]
+            self.err("E040", f"{kind} loop '{lp.var}' carries a dependence: {msg}", lp.span,
+                     notes=["iterations of P, V and B loops run concurrently; only reductions may span a B loop"])
+
+    # -- pass 6: outputs and usage ---------------------------------------------------
+    def _outputs(self):
+        written_boxes: dict[str, list] = {}
+        for si in self.stmts:
+            t = si.stmt.target
+            if t.name in self.output_names:
+                ranges = self._facts(si.loops).ranges
+                box = []
+                for idx in t.indices:
+                    af = affine(idx)
+                    iv = Facts(dict(ranges)).interval(idx)
+                    box.append(iv)
+                written_boxes.setdefault(t.name, []).append(box)
+        for p in self.k.outputs:
+            if p.name not in written_boxes:
+                self.err("E019", f"output '{p.name}' is never written", p.span or self.k.span)
+                continue
+            boxes = written_boxes[p.name]
+            if any(iv is None for b in boxes for iv in b):
+                continue
+            if not _covers(boxes, p.shape):
+                self.err("E032", f"output '{p.name}' is not written everywhere: the writes cover only part of shape {list(p.shape)}",
+                         p.span or self.k.span)
+        for p in self.k.inputs:
+            info = self.tensors.get(p.name)
+            if info is not None and not info.read:
+                self.warn("W006", f"kernel input '{p.name}' is never read", p.span or self.k.span)
+        for info in self.tensors.values():
+            if info.role == "intermediate" and not info.read:
+                self.warn("W007", f"'{info.name}' is written but never read", info.span)
+
+    def _capacity(self):
+        for info in self.tensors.values():
+            if info.role != "intermediate" or info.scope != "s" or not info.shape:
+                continue
+            nbytes = math.prod(info.shape) * DTYPE_BYTES.get(info.dtype, 4)
+            per_block = _per_block_footprint(info.name, self.stmts)
+            if per_block is not None:
+                nbytes = per_block * DTYPE_BYTES.get(info.dtype, 4)
+            if nbytes > SHARED_BYTES_LIMIT:
+                self.err("E045", f"shared tensor '{info.name}' needs {nbytes} bytes per block; the limit is {SHARED_BYTES_LIMIT}",
+                         info.span, notes=["tile the loops so that one block touches a smaller region"])
+
+
+def _pos(span: Optional[A.Span]) -> str:
+    return f"{span.line}:{span.col}" if span else "?"
+
+
+def _reduction_form(st: A.Assign):
+    """(op, operand, commuted) if ``st`` accumulates into its target.
+
+    Recognized: ``X = X op e`` and ``X = e op X`` (op in + *), ``max/min(X, e)`` in either
+    order, and left-deep chains with X as the leftmost leaf, ``X + a - b + c`` (sum) or
+    ``X * a / b`` (product), as the Step-TP reference emits them after algebraic rewrites.
+    For chains ``operand`` is None: the statement is evaluated literally, with X holding
+    the running value."""
+    x, v = st.target, st.value
+
+    def is_x(e):
+        return isinstance(e, A.Access) and e.name == x.name and e.indices == x.indices
+
+    def free_of_x(e):
+        return not any(isinstance(n, A.Access) and n.name == x.name for n in A.walk(e))
+
+    if isinstance(v, A.BinOp) and v.op in ("+", "-", "*"):
+        if is_x(v.lhs) and free_of_x(v.rhs):
+            return (v.op, v.rhs, False)
+        if v.op in ("+", "*") and is_x(v.rhs) and free_of_x(v.lhs):
+            return (v.op, v.lhs, True)
+    if isinstance(v, A.Call) and v.func in ("max", "min") and len(v.args) == 2:
+        a, b = v.args
+        if is_x(a) and free_of_x(b):
+            return (v.func, b, False)
+        if is_x(b) and free_of_x(a):
+            return (v.func, a, False)
+    # left-deep chains
+    for family, op in ((("+", "-"), "+"), (("*", "/"), "*")):
+        node, rests = v, []
+        while isinstance(node, A.BinOp) and node.op in family:
+            rests.append(node.rhs)
+            node = node.lhs
+        if rests and is_x(node) and all(free_of_x(r) for r in rests):
+            return (op, None, False)
+    return None
+
+
+def _loop_ranges(loops) -> dict:
+    return {l.var: (l.start, l.start + l.extent - 1) for l in loops}
+
+
+def find_conflict(lp: A.Loop, stmts: list[StmtInfo]):
+    """First pair of accesses inside loop ``lp`` that may touch the same element in two
+    different iterations of ``lp`` with at least one write, as (StmtInfo, message); None if
+    the iterations of ``lp`` are independent. Sound (never misses a dependence) but
+    conservative for non-affine subscripts."""
+    writes = [(si, si.stmt.target) for si in stmts]
+    all_acc = []
+    for si in stmts:
+        all_acc.append((si, si.stmt.target, True))
+        for a in accesses(si.stmt.value):
+            all_acc.append((si, a, False))
+        for i in si.stmt.target.indices:
+            for a in accesses(i):
+                all_acc.append((si, a, False))
+    for wsi, w in writes:
+        for rsi, r, r_is_write in all_acc:
+            if r.name != w.name:
+                continue
+            if not _independent(lp, wsi, w, rsi, r):
+                what = "writes" if r_is_write else "reads"
+                where = f"'{w.name}' is written in one iteration and {'written' if r_is_write else 'read'} in another"
+                if wsi is rsi and r is w:
+                    where = f"different iterations write the same element of '{w.name}'"
+                return (wsi, where)
+    return None
+
+
+def _only_self_conflicts(lp: A.Loop, stmts, red: StmtInfo) -> bool:
+    """True if the only cross-iteration conflicts in ``lp`` are the reduction's own
+    accumulator accesses (so the loop is a legal cross-thread reduction)."""
+    others = [si for si in stmts if si is not red]
+    x = red.stmt.target.name
+    for si in others:
+        names = {si.stmt.target.name} | {a.name for a in accesses(si.stmt.value)}
+        if x in names:
+            return False
+    rest = find_conflict(lp, others)
+    return rest is None
+
+
+def _virtual_dims(acc: A.Access) -> list:
+    """Subscripts of ``acc`` keyed by position, plus reconstructed dimensions: a pair
+    ``(X//c, X%c)`` determines X, so it is added as an extra dimension keyed by the pair."""
+    dims = [((k,), idx) for k, idx in enumerate(acc.indices)]
+    for i, di in enumerate(acc.indices):
+        for j, dj in enumerate(acc.indices):
+            if (isinstance(di, A.BinOp) and di.op == "//" and isinstance(dj, A.BinOp) and dj.op == "%"
+                    and di.lhs == dj.lhs and di.rhs == dj.rhs and isinstance(di.rhs, A.Const)):
+                dims.append(((i, j), di.lhs))
+    return dims
+
+
+def _independent(lp: A.Loop, wsi: StmtInfo, w: A.Access, rsi: StmtInfo, r: A.Access) -> bool:
+    v = lp.var
+    if wsi is rsi and r is w and wsi.kind == "assign" and not _mentions(wsi.stmt, v):
+        return True  # every iteration stores the same value: redundant, not a race
+    if not w.indices:
+        return False  # a scalar written in every iteration
+    # loops enclosing lp are shared by both iterations; loops inside lp are independent
+    outer = []
+    for l in wsi.loops:
+        if l is lp:
+            break
+        outer.append(l.var)
+    inner_w = _inner_ranges(wsi.loops, lp)
+    inner_r = _inner_ranges(rsi.loops, lp)
+    rdims = dict(_virtual_dims(r))
+    for key, iw in _virtual_dims(w):
+        ir = rdims.get(key)
+        if ir is None:
+            continue
+        fw, fr = affine(iw), affine(ir)
+        if fw is None or fr is None:
+            continue
+        cw, cr = fw[0].get(v, 0), fr[0].get(v, 0)
+        if cw == 0 or cw != cr:
+            continue
+        if any(fw[0].get(o, 0) != fr[0].get(o, 0) for o in outer):
+            continue
+        # equal subscripts need  cw*(v_w - v_r) = const + sum(inner terms)
+        const = fr[1] - fw[1]
+        lo = hi = 0
+        g = 0
+        ok = True
+        for terms, ranges, sign in ((fr[0], inner_r, 1), (fw[0], inner_w, -1)):
+            for var, c in terms.items():
+                if var == v or var in outer:
+                    continue
+                rg = ranges.get(var)
+                if rg is None:
+                    ok = False
+                    break
+                c = sign * c
+                lo += min(c * rg[0], c * rg[1])
+                hi += max(c * rg[0], c * rg[1])
+                if rg[1] > rg[0]:
+                    g = math.gcd(g, abs(c))
+        if not ok:
+            continue
+        if _no_solution(abs(cw) if cw > 0 else cw, lp.extent, const, lo, hi, g):
+            return True
+    return False
+
+
+def _no_solution(c: int, extent: int, const: int, lo: int, hi: int, g: int) -> bool:
+    """True if no d in [-(extent-1), extent-1] minus {0} has c*d - const in [lo, hi] and
+    divisible by g (g = 0: must equal lo == hi)."""
+    if max(abs(lo + const), abs(hi + const)) < abs(c):
+        return True
+    if extent > 65536:
+        return False
+    for d in range(1, extent):
+        for dd in (d, -d):
+            t = c * dd - const
+            if lo <= t <= hi and (t % g == 0 if g else t == lo):
+                return False
+    return True
+
+
+def _mentions(st: A.Assign, var: str) -> bool:
+    return any(isinstance(n, A.Var) and n.name == var for n in A.walk(st))
+
+
+def _inner_ranges(loops, lp) -> dict:
+    out = {}
+    seen = False
+    for l in loops:
+        if seen:
+            out[l.var] = (l.start, l.start + l.extent - 1)
+        if l is lp:
+            seen = True
+    return out
+
+
+def _covers(boxes, shape) -> bool:
+    """Do the union of ``boxes`` (lists of inclusive intervals) cover [0, shape)?"""
+    if not shape:
+        return True
+    full = [(0, n - 1) for n in shape]
+    for b in boxes:
+        if all(iv[0] <= f[0] and iv[1] >= f[1] for iv, f in zip(b, full)):
+            return True
+    if len(boxes) > 6:
+        return True  # too many pieces to decide cheaply; the verifier checks at run time
+    # coordinate compression
+    cuts = []
+    for d, n in enumerate(shape):
+        pts = {0, n}
+        for b in boxes:
+            pts.add(max(0, min(n, b[d][0])))
+            pts.add(max(0, min(n, b[d][1] + 1)))
+        cuts.append(sorted(pts))
+    import itertools
+
+    cells = itertools.product(*[list(zip(c[:-1], c[1:])) for c in cuts])
+    for cell in cells:
+        if not any(all(iv[0] <= lo and iv[1] >= hi - 1 for iv, (lo, hi) in zip(b, cell)) for b in boxes):
+            return False
+    return True
+
+
+def _per_block_footprint(name: str, stmts: list[StmtInfo]) -> Optional[int]:
+    """Elements of ``name`` touched while block-bound loop variables are held fixed."""
+    dims: Optional[list] = None
+    for si in stmts:
+        accs = [si.stmt.target] + [a for a in accesses(si.stmt.value)]
+        for a in accs:
+            if a.name != name:
+                continue
+            ranges = {}
+            for l in si.loops:
+                ax = binding_axis(l.var) if l.kind == "B" else None
+                if ax is not None and ax[0] == "block":
+                    ranges[l.var] = (0, 0)
+                else:
+                    ranges[l.var] = (l.start, l.start + l.extent - 1)
+            f = Facts(ranges)
+            ivs = [f.interval(i) for i in a.indices]
+            if any(iv is None for iv in ivs):
+                return None
+            if dims is None:
+                dims = [list(iv) for iv in ivs]
+            else:
+                for d, iv in zip(dims, ivs):
+                    d[0] = min(d[0], iv[0])
+                    d[1] = max(d[1], iv[1])
+    if dims is None:
+        return None
+    return math.prod(d[1] - d[0] + 1 for d in dims)
+
+
+# ---------------------------------------------------------------------------
+# public API
+
+
+def check_kernel(kernel: A.Kernel) -> CheckResult:
+    """Check one kernel. Never raises on bad programs."""
+    return _Checker(kernel).run()
+
+
+def check_module(module: A.Module) -> list[CheckResult]:
+    results = []
+    seen: dict[str, A.Kernel] = {}
+    for k in module.kernels:
+        r = check_kernel(k)
+        if k.name in seen and k.declared:
+            r.diagnostics.insert(0, error("E010", f"kernel '{k.name}' is defined twice", k.span))
+        seen[k.name] = k
+        results.append(r)
+    return results
+
+
+@dataclass
+class CheckedFile:
+    parse: ParseResult
+    results: list[CheckResult]
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        ds = list(self.parse.diagnostics)
+        for r in self.results:
+            ds.extend(r.diagnostics)
+        return sorted(ds, key=lambda d: ((d.span.line, d.span.col) if d.span else (0, 0)))
+
+    @property
+    def ok(self) -> bool:
+        return self.parse.ok and all(r.ok for r in self.results)
+
+
+def check_text(text: str | bytes, file: str = "<input>") -> CheckedFile:
+    """Parse and check; every diagnostic carries ``file``."""
+    pr = parse(text, file)
+    if pr.module is None or any(d.is_error for d in pr.diagnostics):
+        return CheckedFile(pr, [])
+    results = check_module(pr.module)
+    for r in results:
+        r.diagnostics = [d.with_file(file) for d in r.diagnostics]
+    return CheckedFile(pr, results)
