@@ -102,46 +102,7 @@ def binding_axis(var: str) -> Optional[tuple[str, str]]:
     return None
 
 
-def _is_float(t: str) -> bool:
-    return t in A.FLOAT_DTYPES or t == "float_lit"
-
-
-def _is_int(t: str) -> bool:
-    return t in A.INT_DTYPES or t == "int_lit"
-
-
-def _promote(a: str, b: str) -> str:
-    """Result type of an arithmetic operation on types a and b (see docs/language.md)."""
-    if a == b:
-        return a
-    weak = ("int_lit", "float_lit")
-    if a in weak and b in weak:
-        return "float_lit" if "float_lit" in (a, b) else "int_lit"
-    if a in weak:
-        a, b = b, a
-    if b == "int_lit":
-        return a if a != "bool" else "i64"
-    if b == "float_lit":
-        return a if _is_float(a) else "f32"
-    # both strong
-    if _is_float(a) and _is_float(b):
-        order = ["f16", "bf16", "f32", "f64"]
-        if {a, b} == {"f16", "bf16"}:
-            return "f32"
-        return max(a, b, key=order.index)
-    if _is_float(a):
-        return a
-    if _is_float(b):
-        return b
-    if a == "bool":
-        return b
-    if b == "bool":
-        return a
-    ints = list(A.INT_DTYPES)
-    bits = lambda t: int(t[1:])  # noqa: E731
-    if a[0] == b[0]:
-        return a if bits(a) >= bits(b) else b
-    return "i64"
+from .types import is_float as _is_float, is_int as _is_int, promote as _promote  # noqa: E402
 
 
 # ---------------------------------------------------------------------------

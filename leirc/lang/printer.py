@@ -48,6 +48,9 @@ def format_const(v) -> str:
 class _ExprPrinter:
     def __init__(self, pretty: bool):
         self.comma = ", " if pretty else ","
+        # pretty layout spaces the low-precedence operators; never '%' (a space before
+        # '%' would start a comment)
+        self.spaced = ("+", "-", "&", "|", "<", "<=", ">", ">=", "==", "!=") if pretty else ()
 
     def expr(self, e: A.Expr) -> str:
         if isinstance(e, A.Const):
@@ -66,7 +69,7 @@ class _ExprPrinter:
         if isinstance(e, A.Compare):
             parts = [self._paren_if(e.operands[0], _prec(e.operands[0]) <= A.COMPARE_PRECEDENCE)]
             for op, x in zip(e.ops, e.operands[1:]):
-                parts.append(op)
+                parts.append(f" {op} " if op in self.spaced else op)
                 parts.append(self._paren_if(x, _prec(x) <= A.COMPARE_PRECEDENCE))
             return "".join(parts)
         if isinstance(e, A.BinOp):
@@ -77,7 +80,8 @@ class _ExprPrinter:
             else:
                 lhs = self._paren_if(e.lhs, _prec(e.lhs) < p)
                 rhs = self._paren_if(e.rhs, _prec(e.rhs) <= p)
-            return f"{lhs}{e.op}{rhs}"
+            op = f" {e.op} " if e.op in self.spaced else e.op
+            return f"{lhs}{op}{rhs}"
         raise TypeError(f"not an expression: {e!r}")
 
     def _paren_if(self, e, cond: bool) -> str:
@@ -87,7 +91,9 @@ class _ExprPrinter:
     def access(self, a: A.Access) -> str:
         s = f"{a.name}^{{{a.dtype},{a.scope}}}"
         if a.indices:
-            s += "_{" + ",".join(self.expr(i) for i in a.indices) + "}"
+            # subscripts stay tight even in the pretty layout: they read as one unit
+            tight = _ExprPrinter(False)
+            s += "_{" + ",".join(tight.expr(i) for i in a.indices) + "}"
         return s
 
 

@@ -1,0 +1,84 @@
+"""``leirc fmt FILE...``: print files in canonical form."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..lang.parser import parse
+from ..lang.printer import COMPACT, PRETTY, print_module
+from .common import print_diagnostics, read_input
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fmt", help="format LEIR files canonically",
+                       description="Print LEIR files in canonical form (pretty by default). The comment block at the top of a file is kept; other comments are dropped.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--compact", action="store_true", help="one-line Step-TP layout")
+    g.add_argument("--pretty", action="store_true", help="indented multi-line layout (default)")
+    m = p.add_mutually_exclusive_group()
+    m.add_argument("--check", action="store_true", help="exit 1 if a file is not already formatted; write nothing")
+    m.add_argument("-i", "--in-place", action="store_true", help="rewrite the files (atomically)")
+    p.set_defaults(func=run)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write via a temporary file in the same directory and rename, so a crash never
+    leaves a half-written file."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".leirc-", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def leading_comments(source: str) -> str:
+    """The comment block at the top of a file (kept by fmt; other comments are not)."""
+    keep = []
+    for line in source.splitlines():
+        if line.lstrip().startswith("%"):
+            keep.append(line.rstrip())
+        elif line.strip() == "":
+            if keep:
+                keep.append("")
+        else:
+            break
+    while keep and keep[-1] == "":
+        keep.pop()
+    return "\n".join(keep) + "\n" if keep else ""
+
+
+def run(args) -> int:
+    layout = COMPACT if args.compact else PRETTY
+    status = 0
+    for path in args.files:
+        data, err = read_input(path)
+        if err:
+            print(f"leirc: error: {err}", file=sys.stderr)
+            status = 2
+            continue
+        name = "<stdin>" if path == "-" else path
+        pr = parse(data, name)
+        if pr.module is None or any(d.is_error for d in pr.diagnostics):
+            print_diagnostics(pr.diagnostics, pr.source)
+            status = max(status, 1)
+            continue
+        out = leading_comments(pr.source) + print_module(pr.module, layout)
+        if args.check:
+            if out != pr.source:
+                print(f"{name}: would reformat", file=sys.stderr)
+                status = max(status, 1)
+        elif args.in_place and path != "-":
+            if out != pr.source:
+                write_atomic(path, out)
+        else:
+            sys.stdout.write(out)
+    return status
