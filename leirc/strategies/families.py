@@ -1,0 +1,4 @@
+"""The explicit, alphabetical list of strategy family modules. Importing this module
+registers every strategy (rust-analyzer keeps one explicit list of assists likewise)."""
+
+from . import loops  # noqa: F401

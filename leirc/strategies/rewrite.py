@@ -1,0 +1,292 @@
+"""Tree utilities for strategies: stable references to loops and statements, path
+based replacement, substitution and fresh names. All functions return new trees."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import fields, replace
+from typing import Callable, Iterator, Optional
+
+from ..lang import ast as A
+
+Path = tuple[int, ...]  # indices: kernel.body[i0].body[i1]...
+
+
+# ---------------------------------------------------------------------------
+# navigation
+
+
+def get_at(kernel: A.Kernel, path: Path):
+    node = kernel
+    for i in path:
+        node = node.body[i]
+    return node
+
+
+def parents(kernel: A.Kernel, path: Path) -> list:
+    """Nodes from the kernel down to (excluding) the node at ``path``."""
+    out = [kernel]
+    node = kernel
+    for i in path[:-1]:
+        node = node.body[i]
+        out.append(node)
+    return out
+
+
+def enclosing_loops(kernel: A.Kernel, path: Path) -> list[A.Loop]:
+    return [n for n in parents(kernel, path) if isinstance(n, A.Loop)]
+
+
+def iter_items(kernel: A.Kernel) -> Iterator[tuple[Path, object]]:
+    """Every item (loop, region, statement) with its path, pre-order."""
+    stack: list[tuple[Path, object]] = [((i,), it) for i, it in reversed(list(enumerate(kernel.body)))]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        if isinstance(node, (A.Loop, A.Region)):
+            for j in reversed(range(len(node.body))):
+                stack.append((path + (j,), node.body[j]))
+
+
+def iter_loops(kernel: A.Kernel) -> Iterator[tuple[str, A.Loop, Path]]:
+    counts: dict[tuple[int, str], int] = {}
+    for path, node in iter_items(kernel):
+        if isinstance(node, A.Loop):
+            key = (path[0], node.var)
+            n = counts.get(key, 0)
+            counts[key] = n + 1
+            ref = f"N{path[0]}.{node.var}" + (f"#{n}" if n else "")
+            yield ref, node, path
+
+
+def iter_stmts(kernel: A.Kernel) -> Iterator[tuple[str, A.Assign, Path]]:
+    counts: dict[int, int] = {}
+    for path, node in iter_items(kernel):
+        if isinstance(node, A.Assign):
+            n = counts.get(path[0], 0)
+            counts[path[0]] = n + 1
+            yield f"N{path[0]}.S{n}", node, path
+
+
+def find_loop(kernel: A.Kernel, ref: str) -> tuple[A.Loop, Path]:
+    for r, lp, path in iter_loops(kernel):
+        if r == ref:
+            return lp, path
+    raise KeyError(ref)
+
+
+def find_stmt(kernel: A.Kernel, ref: str) -> tuple[A.Assign, Path]:
+    for r, st, path in iter_stmts(kernel):
+        if r == ref:
+            return st, path
+    raise KeyError(ref)
+
+
+def loop_ref(kernel: A.Kernel, loop: A.Loop) -> str:
+    for r, lp, _ in iter_loops(kernel):
+        if lp is loop:
+            return r
+    raise KeyError("loop not in kernel")
+
+
+def stmt_ref(kernel: A.Kernel, stmt: A.Assign) -> str:
+    for r, st, _ in iter_stmts(kernel):
+        if st is stmt:
+            return r
+    raise KeyError("statement not in kernel")
+
+
+def nest_chain(loop: A.Loop) -> list[A.Loop]:
+    """The loops of a perfect chain starting at ``loop`` (each body a single loop)."""
+    out = [loop]
+    while len(out[-1].body) == 1 and isinstance(out[-1].body[0], A.Loop):
+        out.append(out[-1].body[0])
+    return out
+
+
+def stmts_in(node) -> list[A.Assign]:
+    return [n for n in A.walk(node) if isinstance(n, A.Assign)]
+
+
+# ---------------------------------------------------------------------------
+# editing
+
+
+def replace_at(kernel: A.Kernel, path: Path, new_items) -> A.Kernel:
+    """Replace the item at ``path`` by ``new_items`` (one node or a sequence, spliced)."""
+    if not isinstance(new_items, (list, tuple)):
+        new_items = (new_items,)
+    return _replace(kernel, path, tuple(new_items))
+
+
+def _replace(node, path: Path, new_items: tuple):
+    i = path[0]
+    body = list(node.body)
+    if len(path) == 1:
+        body[i : i + 1] = list(new_items)
+    else:
+        body[i] = _replace(body[i], path[1:], new_items)
+    return replace(node, body=tuple(body))
+
+
+def map_expr(node, fn: Callable):
+    """Bottom-up rewrite of every expression node under ``node`` (statements, loops and
+    kernels included). ``fn(expr)`` returns a replacement or the same node."""
+    if isinstance(node, (A.Const, A.Var)):
+        return fn(node)
+    if isinstance(node, A.Access):
+        new = replace(node, indices=tuple(map_expr(i, fn) for i in node.indices))
+        return fn(new)
+    if isinstance(node, A.BinOp):
+        return fn(replace(node, lhs=map_expr(node.lhs, fn), rhs=map_expr(node.rhs, fn)))
+    if isinstance(node, A.Neg):
+        return fn(replace(node, operand=map_expr(node.operand, fn)))
+    if isinstance(node, A.Compare):
+        return fn(replace(node, operands=tuple(map_expr(o, fn) for o in node.operands)))
+    if isinstance(node, A.Call):
+        return fn(replace(node, args=tuple(map_expr(a, fn) for a in node.args)))
+    if isinstance(node, A.Assign):
+        tgt = map_expr(node.target, fn)
+        return replace(node, target=tgt, value=map_expr(node.value, fn))
+    if isinstance(node, (A.Loop, A.Region, A.Kernel)):
+        return replace(node, body=tuple(map_expr(b, fn) for b in node.body))
+    return node
+
+
+def substitute(node, mapping: dict):
+    """Replace index variables by expressions: ``{"a": expr}``."""
+
+    def fn(e):
+        if isinstance(e, A.Var) and e.name in mapping:
+            return mapping[e.name]
+        return e
+
+    return map_expr(node, fn)
+
+
+def rename_tensor(node, old: str, new: str, *, scope: Optional[str] = None, dtype: Optional[str] = None):
+    def fn(e):
+        if isinstance(e, A.Access) and e.name == old:
+            return replace(e, name=new, scope=scope or e.scope, dtype=dtype or e.dtype)
+        return e
+
+    return map_expr(node, fn)
+
+
+def reads_of(node, name: str) -> list[A.Access]:
+    out = []
+    for st in stmts_in(node) if not isinstance(node, A.Assign) else [node]:
+        for n in A.walk(st.value):
+            if isinstance(n, A.Access) and n.name == name:
+                out.append(n)
+        for i in st.target.indices:
+            for n in A.walk(i):
+                if isinstance(n, A.Access) and n.name == name:
+                    out.append(n)
+    return out
+
+
+def writes_of(node, name: str) -> list[A.Assign]:
+    return [st for st in stmts_in(node) if st.target.name == name]
+
+
+def tensors_read(node) -> set[str]:
+    out = set()
+    for st in stmts_in(node):
+        for n in A.walk(st.value):
+            if isinstance(n, A.Access):
+                out.add(n.name)
+        for i in st.target.indices:
+            for n in A.walk(i):
+                if isinstance(n, A.Access):
+                    out.add(n.name)
+    return out
+
+
+def tensors_written(node) -> set[str]:
+    return {st.target.name for st in stmts_in(node)}
+
+
+# ---------------------------------------------------------------------------
+# names
+
+_SKIP = set("LPVUBT")  # Step-TP keeps loop letters out of tensor names
+
+
+def used_names(kernel: A.Kernel) -> set[str]:
+    names = {p.name for p in kernel.inputs + kernel.outputs}
+    for n in A.walk(kernel):
+        if isinstance(n, A.Access):
+            names.add(n.name)
+        elif isinstance(n, A.Loop):
+            names.add(n.var)
+        elif isinstance(n, A.Var):
+            names.add(n.name)
+    return names
+
+
+def fresh_tensor(kernel: A.Kernel, taken: set[str] | None = None) -> str:
+    """Next unused tensor name in Step-TP order: A..Z (no loop letters), then Aa, Ab, ..."""
+    used = used_names(kernel) | (taken or set())
+    for c in string.ascii_uppercase:
+        if c not in _SKIP and c not in used:
+            return c
+    for c in string.ascii_uppercase:
+        if c in _SKIP:
+            continue
+        for d in string.ascii_lowercase:
+            if c + d not in used:
+                return c + d
+    i = 0
+    while f"T{i}" in used:
+        i += 1
+    return f"T{i}"
+
+
+def fresh_index(kernel: A.Kernel, base: str, taken: set[str] | None = None) -> str:
+    """Unused loop index name derived from ``base`` (``a`` -> ``ao``/``ai`` style
+    suffixes are chosen by callers; this appends letters until unique)."""
+    used = used_names(kernel) | (taken or set())
+    if base not in used:
+        return base
+    for c in string.ascii_lowercase:
+        if base + c not in used:
+            return base + c
+    i = 0
+    while f"{base}{i}" in used:
+        i += 1
+    return f"{base}{i}"
+
+
+def divisors(n: int, limit: Optional[int] = None) -> list[int]:
+    """Proper divisors of n greater than 1 (candidate split/tile factors)."""
+    out = [d for d in range(2, n) if n % d == 0]
+    if limit is not None:
+        # keep powers of two and small ones first: a readable, deterministic subset
+        pref = [d for d in out if d & (d - 1) == 0] + [d for d in out if d & (d - 1) != 0]
+        out = sorted(pref[:limit])
+    return out
+
+
+def var(name: str) -> A.Var:
+    return A.Var(name)
+
+
+def const(v) -> A.Const:
+    return A.Const(v)
+
+
+def add(a: A.Expr, b: A.Expr) -> A.Expr:
+    if isinstance(b, A.Const) and b.value == 0:
+        return a
+    if isinstance(a, A.Const) and a.value == 0:
+        return b
+    return A.BinOp("+", a, b)
+
+
+def mul(a: A.Expr, b: A.Expr) -> A.Expr:
+    if isinstance(b, A.Const) and b.value == 1:
+        return a
+    if isinstance(a, A.Const) and a.value == 1:
+        return b
+    return A.BinOp("*", a, b)
