@@ -563,12 +563,14 @@ def _reduction_form(st: A.Assign):
         if is_x(b) and free_of_x(a):
             return (v.func, a, False)
     # left-deep chains
-    for family, op in ((("+", "-"), "+"), (("*", "/"), "*")):
-        node, rests = v, []
+    for family, op, first_ops in ((("+", "-"), "+", ("+", "-")), (("*", "/"), "*", ("*",))):
+        node, rests, last_op = v, [], None
         while isinstance(node, A.BinOp) and node.op in family:
             rests.append(node.rhs)
+            last_op = node.op
             node = node.lhs
-        if rests and is_x(node) and all(free_of_x(r) for r in rests):
+        # the operation applied to X itself decides the identity: X/e has none
+        if rests and last_op in first_ops and is_x(node) and all(free_of_x(r) for r in rests):
             return (op, None, False)
     return None
 
