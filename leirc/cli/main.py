@@ -22,6 +22,8 @@ COMMANDS = [
     "run",
     "verify",
     "bench",
+    "strategies",
+    "apply",
 ]
 
 
