@@ -1,4 +1,5 @@
 """The explicit, alphabetical list of strategy family modules. Importing this module
 registers every strategy (rust-analyzer keeps one explicit list of assists likewise)."""
 
+from . import graph  # noqa: F401
 from . import loops  # noqa: F401
