@@ -3,3 +3,4 @@ registers every strategy (rust-analyzer keeps one explicit list of assists likew
 
 from . import graph  # noqa: F401
 from . import loops  # noqa: F401
+from . import memory  # noqa: F401
