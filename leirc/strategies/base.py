@@ -70,6 +70,8 @@ class Arg:
     def parse(self, strategy: str, value: Any) -> Any:
         """Convert a CLI/JSON value; raises NotApplicable with a uniform message."""
         where = f"argument '{self.name}'"
+        if self.default is not None and value == self.default:
+            return value  # defaults are already typed (CLI and traces may repeat them)
         if self.kind == "int" or self.kind == "nest":
             try:
                 v = int(value)

@@ -1,0 +1,1 @@
+"""Optimization pipelines built from strategies (-O1; search in later issues)."""

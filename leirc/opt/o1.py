@@ -1,0 +1,184 @@
+"""``-O1``: a fixed, documented heuristic pipeline of strategies.
+
+It is the fast default without search and the baseline a search must beat. Every step is
+an ordinary strategy application (legality-checked, re-checked, recorded in a trace); a
+step that does not apply is skipped and logged, never forced.
+
+LLVM (CPU):
+
+1. **fuse** producer/consumer nests (``operator_fusion``) until no site is left, so that
+   element-wise chains make one pass over memory;
+2. per top-level nest, **reorder for locality** (``loop_reorder``): move the loop that
+   indexes the last (unit-stride) dimension of the most accesses innermost, e.g. matmul
+   ``i,j,k`` → ``i,k,j`` (legal for reductions whose accumulation order per element is kept);
+3. **parallelize** the outermost loop that carries no dependence (``loop_parallelization``);
+4. **vectorize** the innermost loop: split it by 16/8/4 (``loop_split``) and vectorize the
+   inner part (``loop_vectorization``) when it is unit-stride and dependence-free.
+
+CUDA: steps 1–2, then per nest bind the outermost dependence-free loop: split it by the
+largest divisor ≤ 256, bind the outer part to ``blockIdx.x`` and the inner to ``threadIdx.x``
+(``loop_split`` + ``loop_binding``); nests with no such loop run on one thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lang import ast as A
+from ..lang.checker import check_kernel
+from ..strategies import NotApplicable, Step, apply_step, get
+from ..strategies.base import Context
+from ..strategies.rewrite import iter_loops, nest_chain
+
+
+@dataclass
+class O1Result:
+    kernel: A.Kernel
+    steps: list[Step] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+
+def _try(res: O1Result, step: Step) -> bool:
+    try:
+        res.kernel = apply_step(res.kernel, step)
+    except NotApplicable as e:
+        res.log.append(f"skip {step}: {e.reason}")
+        return False
+    res.steps.append(step)
+    res.log.append(f"apply {step}")
+    return True
+
+
+def _fuse(res: O1Result) -> None:
+    fusion = get("operator_fusion")
+    for _ in range(64):  # each fusion removes a nest, so this terminates long before
+        sites = fusion.sites(Context(res.kernel))
+        if not sites:
+            return
+        if not _try(res, sites[0].first_step()):
+            return
+
+
+def _unit_stride_var(stmts: list[A.Assign], chain_vars: list[str]) -> str | None:
+    """The loop variable that most often is the whole last (unit-stride) subscript of an
+    access: the target once, and every read except the target's own accumulator reads.
+    Ties keep the current innermost loop."""
+    votes: dict[str, int] = {}
+    for st in stmts:
+        reads = [n for n in A.walk(st.value) if isinstance(n, A.Access) and n.name != st.target.name]
+        for a in [st.target] + reads:
+            # weighted by rank squared: the last index of a big array decides the stride,
+            # a vector indexed by the same loop only broadcasts
+            if a.indices and isinstance(a.indices[-1], A.Var) and a.indices[-1].name in chain_vars:
+                votes[a.indices[-1].name] = votes.get(a.indices[-1].name, 0) + len(a.indices) ** 2
+    if not votes:
+        return None
+    innermost = chain_vars[-1]
+    return max(chain_vars, key=lambda v: (votes.get(v, 0), v == innermost))
+
+
+def _top_level_refs(kernel: A.Kernel) -> list[str]:
+    """Reference of the outermost loop of every top-level nest."""
+    return [ref for ref, lp, path in iter_loops(kernel) if len(path) == 1]
+
+
+def _reorder(res: O1Result) -> None:
+    for idx in range(len(res.kernel.body)):
+        item = res.kernel.body[idx]
+        if not isinstance(item, A.Loop):
+            continue
+        chain = nest_chain(item)
+        if len(chain) < 2:
+            continue
+        vars_ = [l.var for l in chain]
+        inner = chain[-1]
+        stmts = [s for s in inner.body if isinstance(s, A.Assign)]
+        best = _unit_stride_var(stmts, vars_)
+        if best is None or best == vars_[-1]:
+            continue
+        order = [v for v in vars_ if v != best] + [best]
+        _try(res, Step.make("loop_reorder", loop=f"N{idx}.{vars_[0]}", order=",".join(order)))
+
+
+def _parallelize(res: O1Result) -> None:
+    par = get("loop_parallelization")
+    for idx in range(len(res.kernel.body)):
+        sites = [s for s in par.sites(Context(res.kernel)) if s.fixed["loop"].startswith(f"N{idx}.")]
+        if sites:
+            _try(res, sites[0].first_step())  # sites are listed outermost first
+
+
+def _vectorize(res: O1Result) -> None:
+    for idx in range(len(res.kernel.body)):
+        item = res.kernel.body[idx]
+        if not isinstance(item, A.Loop):
+            continue
+        inner = nest_chain(item)[-1]
+        if inner.kind != "L" or inner.start != 0:
+            continue
+        ref = f"N{idx}.{inner.var}"
+        if inner.extent <= 16:
+            _try(res, Step.make("loop_vectorization", loop=ref))
+            continue
+        for lanes in (16, 8, 4):
+            if inner.extent % lanes:
+                continue
+            before = res.kernel
+            if not _try(res, Step.make("loop_split", loop=ref, factor=lanes)):
+                continue
+            if _try(res, Step.make("loop_vectorization", loop=ref)):
+                break
+            res.kernel = before  # vectorizing the split loop is illegal: undo the split
+            res.steps.pop()
+            res.log.append(f"undo split of {ref}")
+            break
+
+
+def _bind_cuda(res: O1Result) -> None:
+    """Bind the largest dependence-free loop of each nest: outer part to blockIdx.x, at most
+    256 iterations to threadIdx.x."""
+    binding = get("loop_binding")
+    for idx in range(len(res.kernel.body)):
+        item = res.kernel.body[idx]
+        if not isinstance(item, A.Loop):
+            continue
+        ctx = Context(res.kernel)
+        legal = {s.fixed["loop"] for s in binding.sites(ctx)}
+        # binding a reduction loop gives a cross-thread reduction, which the CUDA lowering
+        # runs on one thread: bind spatial loops only
+        carried = {v for si in ctx.result.stmts if si.loops and si.loops[0] is item for v in si.carried}
+        chain = [lp for lp in nest_chain(item) if lp.kind == "L" and lp.start == 0
+                 and f"N{idx}.{lp.var}" in legal and lp.var not in carried]
+        if not chain:
+            res.log.append(f"nest N{idx}: no loop can be bound; it runs on one thread")
+            continue
+        lp = max(chain, key=lambda l: l.extent)
+        ref = f"N{idx}.{lp.var}"
+        threads = max(d for d in range(1, min(lp.extent, 256) + 1) if lp.extent % d == 0)
+        before = (res.kernel, len(res.steps))
+        ok = True
+        if threads < lp.extent:
+            ok = _try(res, Step.make("loop_split", loop=ref, factor=threads))
+            outer = next((r for r, l, p in iter_loops(res.kernel) if p[0] == idx and l.kind == "L"
+                          and l.extent == lp.extent // threads and l.var.startswith(lp.var + "o")), None)
+            ok = ok and outer is not None and _try(res, Step.make("loop_binding", loop=outer, axis="bx"))
+        ok = ok and _try(res, Step.make("loop_binding", loop=ref, axis="tx"))
+        if not ok:
+            res.kernel, n = before
+            del res.steps[n:]
+            res.log.append(f"undo binding of {ref}")
+
+
+def optimize(kernel: A.Kernel, target: str = "llvm") -> O1Result:
+    """Run the -O1 pipeline for ``target`` (``llvm`` or ``cuda``)."""
+    res = O1Result(kernel)
+    if not check_kernel(kernel).ok:
+        raise NotApplicable("-O1", "the program has errors")
+    _fuse(res)
+    _reorder(res)
+    if target == "cuda":
+        _bind_cuda(res)
+    else:
+        _parallelize(res)
+        _vectorize(res)
+    return res
