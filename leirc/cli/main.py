@@ -18,12 +18,14 @@ COMMANDS = [
     "check",
     "fmt",
     "convert",
+    "import",
     "build",
     "run",
     "verify",
     "bench",
     "strategies",
     "apply",
+    "simplify",
 ]
 
 

@@ -3,4 +3,6 @@ registers every strategy (rust-analyzer keeps one explicit list of assists likew
 
 from . import graph  # noqa: F401
 from . import loops  # noqa: F401
+from . import math_expr  # noqa: F401
+from . import math_loops  # noqa: F401
 from . import memory  # noqa: F401
