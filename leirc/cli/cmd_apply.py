@@ -85,7 +85,8 @@ def run(args) -> int:
             strat = get(st.name)
             numerics = strat.numerics
             kernel = replay(kernel, [st])
-            print(f"applied {st} [{strat.level}, {numerics}]", file=sys.stderr)
+            # the one-line rationale lets a reader follow a derivation step by step
+            print(f"applied {st} [{strat.level}, {numerics}]: {strat.summary}", file=sys.stderr)
     except NotApplicable as e:
         print(f"{args.file}: error: {e}", file=sys.stderr)
         for sp in e.spans:
