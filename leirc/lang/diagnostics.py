@@ -57,6 +57,10 @@ CODES: dict[str, str] = {
     "E044": "vectorized loop too long",
     "E045": "shared or local buffer too large",
     "E046": "self-referencing statement is neither a reduction, a scan nor an update",
+    # lowering and build (leirc.lower)
+    "E050": "lowering to TVM TIR failed",
+    "E051": "TVM build failed",
+    "E052": "generated CUDA source does not compile with nvcc",
     # warnings
     "W001": "commuted accumulation: the reference lowering leaves it uninitialized",
     "W002": "accumulation into an already written tensor is an in-place update",
@@ -67,6 +71,8 @@ CODES: dict[str, str] = {
     "W007": "tensor written but never read",
     "W009": "implicit narrowing conversion",
     "W014": "data-dependent subscript is bounds-checked at run time",
+    "W050": "shared/local tensor placed in global memory on CUDA",
+    "W051": "kernel runs on a single CUDA thread (cross-thread reduction or block-level dependence)",
 }
 
 

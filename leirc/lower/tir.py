@@ -1,0 +1,896 @@
+"""Direct lowering (-O0) of a checked LEIR kernel to a TVM ``tirx`` PrimFunc.
+
+The function is built with the TVM IR builder (``tvm.script.ir_builder.tirx``), never
+from TVMScript text. It is plain ``tirx`` (loops, ``BufferStore``, ``alloc_buffer``; no
+sblocks): the LEIR program already fixes loop order, threads and allocations.
+
+Signature and naming
+    Parameters are the kernel inputs, then the outputs, with their declared shapes and
+    dtypes (rank-0 tensors are 0-d buffers). The global symbol is the kernel name (with
+    ``_kernel`` appended if it would clash with a C math/runtime symbol such as ``exp``).
+
+Loops
+    ``var`` iterates ``start .. start+extent-1``; the TIR loop always runs from 0 and the
+    LEIR index is bound to ``v + start``. Kinds:
+
+    ====  ==========================================  ============================================
+    kind  llvm                                        cuda (inside a kernel)
+    ====  ==========================================  ============================================
+    L     serial                                      serial
+    P     ``T.parallel`` (serial when nested in a     serial (a thread runs it sequentially)
+          P or V loop: TVM cannot nest them)
+    V     ``T.vectorized`` (serial when nested in V)  ``T.vectorized`` (serial when nested in V
+                                                      or when it contains a B loop)
+    U     ``T.unroll`` (TVM unrolls it in TIR) when   same
+          the copies stay small (<= 256 statements
+          and loops), else a serial loop annotated
+          for TVM's auto-unroll of small inner loops
+    B     **serial** (threads/blocks do not exist     ``T.thread_binding`` to threadIdx/blockIdx
+          on the CPU; iterations are independent)     x/y/z from the first two index characters
+    ====  ==========================================  ============================================
+
+    Loops outside every CUDA kernel (host loops that launch kernels) are serial whatever
+    their kind.
+
+CUDA kernels (TVM pitfall P10: code outside thread bindings would run on the host)
+    The top level is partitioned into *device regions*. A ``B`` loop that is not inside
+    another device region is a kernel root. A loop that contains ``B`` loops but is not
+    one stays a host loop (serial, whatever its kind) that launches the kernels in its
+    body in order. Every maximal run of consecutive items without any ``B`` loop is
+    wrapped in a single-thread launch (``blockIdx.x``/``threadIdx.x`` extent 1), so every
+    statement executes on the device. Within a kernel:
+
+    * sibling ``B`` loops binding the same axis with different extents launch the
+      largest extent; statements under the shorter one are guarded by ``v < extent``;
+    * a statement not enclosed by a loop bound to some launched axis (extent > 1) runs
+      only on index 0 of that axis (it is wrapped in a binding loop and ``if v == 0``),
+      so in-place updates are not repeated by every thread;
+    * where threads of a block may exchange data between consecutive items (some launched
+      thread axis is not bound at that level), a ``__syncthreads()`` separates them, also
+      at the end of each sequential loop body at that level;
+    * a kernel containing a reduction (or other carried dependence) over a ``B``-bound
+      index -- the checker allows cross-thread reductions -- or whose statements do not
+      all lie under the same block-bound loops (blocks cannot synchronize within a kernel)
+      is **serialized**: it runs as a single-thread launch with its ``B`` loops as serial
+      loops (correct, slow; warning W051). Faster cross-thread reductions are left to
+      optimization levels above -O0.
+
+Memory scopes and allocation placement
+    Intermediates (checker role ``"intermediate"``, full checker shape) are allocated with
+    ``T.alloc_buffer``. On CPU targets every intermediate is a ``global`` allocation at
+    function root (memory scopes are a GPU notion; TVM turns small ones into stack
+    allocations). On CUDA:
+
+    * ``g`` -> global memory allocated at function root (a device workspace shared by all
+      kernels of the call);
+    * ``s`` -> ``shared``, allocated at the start of the body of the innermost
+      block-bound loop enclosing its accesses (or at the kernel root if there is none);
+    * ``l`` -> ``local``, allocated at the start of the body of the innermost ``B`` loop
+      enclosing its accesses (or at the kernel root for single-thread launches);
+
+    and TVM's ``CompactBufferAllocation`` (run by the default s_tir pipeline on tirx too)
+    shrinks the full-size buffer to the region one block/thread touches. A shared buffer
+    whose accesses lie in more than one kernel or under different block loops, or a local
+    buffer accessed under different ``B`` loops, cannot live in that scope; neither can one
+    whose per-block (shared, > 48 KiB) or per-thread (local, > 16 KiB) region is too large,
+    e.g. in a single-thread launch. Those are demoted to global memory (warning W050).
+
+Statements
+    ``assign``/``update``/``scan`` store the value as written; reductions get an init
+    nest (see :mod:`leirc.lower.prep`). Identities: ``+ -`` 0, ``*`` 1, ``max``/``min``
+    the infinities of a float dtype, the min/max value of an integer dtype, False/True for
+    bool.
+
+Types (exactly :mod:`leirc.lang.types`, as the interpreter evaluates them)
+    Every subexpression is computed in its concrete type ``resolve(expr_type(e), ctx)``,
+    where ``ctx`` is the type the enclosing operation computes in (the statement's target
+    dtype at the top, ``bool`` for conditions): strong types stay, an ``int_lit`` (integer
+    literals, loop indices) computes in i64, a ``float_lit`` in ``ctx`` if that is a float
+    type, else f64. Operands are converted to the operation's type, the value to the
+    target dtype. ``/`` is true division, ``//``/``%`` are floor division and floor
+    modulo (an integer divisor of 0 gives 0, as in NumPy), ``**`` with a literal exponent
+    of integral value 0..4 (0..16 for integers) is a product, otherwise ``pow``; integer
+    ``**`` with another exponent is computed in f64 and truncated. Arithmetic on bool
+    operands computes in i64 and converts back. Transcendentals on f16/bf16 compute in
+    f32. Conversions to bool are ``x != 0``. ``if_then_else`` is TVM's lazy
+    ``if_then_else``. Subscripts are int64, or int32 when every subexpression provably
+    fits (same values).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+from ..lang import ast as A
+from ..lang.checker import CheckResult, binding_axis
+from ..lang.diagnostics import Diagnostic, warning
+from ..lang.types import expr_type, is_float, promote, resolve
+from . import prep as P
+from ._tvm import tvm as _import_tvm
+
+DTYPES = {
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
+}
+
+#: symbols a kernel must not be named after (libm/libc/TVM runtime entry points)
+RESERVED_SYMBOLS = {
+    "exp", "expf", "log", "logf", "sqrt", "sqrtf", "erf", "erff", "tanh", "tanhf", "pow", "powf",
+    "floor", "ceil", "fabs", "abs", "memcpy", "memset", "malloc", "free", "abort", "exit",
+    "printf", "__tvm_main__", "__tvm_module_ctx", "default_function",
+}
+
+#: unrolled code-size budget (statement copies) for ``U`` loops
+UNROLL_BUDGET = 256
+#: bytes one block may use of one shared tensor (static shared memory) / one thread of a local tensor
+SHARED_LIMIT = 48 * 1024
+LOCAL_LIMIT = 16 * 1024
+_DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+                "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+
+
+class LowerFailure(Exception):
+    """A lowering problem, with the LEIR span responsible."""
+
+    def __init__(self, message: str, span: Optional[A.Span]):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+
+def symbol_name(kernel_name: str) -> str:
+    return kernel_name + "_kernel" if kernel_name in RESERVED_SYMBOLS else kernel_name
+
+
+def target_kind(target) -> str:
+    if isinstance(target, dict):
+        return str(target.get("kind", "llvm"))
+    if hasattr(target, "kind") and hasattr(target.kind, "name"):
+        return target.kind.name
+    return str(target).split()[0]
+
+
+def is_gpu(kind: str) -> bool:
+    return kind in ("cuda",)
+
+
+# ---------------------------------------------------------------------------
+# CUDA device-region planning
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One device region (one or more CUDA kernel launches after TVM's host/device split)."""
+
+    items: list  # prep nodes
+    wrapper: bool  # single-thread launch around ``items``
+    serialized: bool = False
+    axes: dict = field(default_factory=dict)  # "threadIdx.x" -> launched extent
+    reason: Optional[A.Span] = None  # what forced serialization
+    why: str = ""
+
+    @property
+    def thread_axes(self) -> set:
+        return {t for t, e in self.axes.items() if t.startswith("threadIdx") and e > 1}
+
+
+@dataclass(eq=False)
+class HostLoop:
+    loop: P.Loop
+    body: list  # of HostLoop | Kernel
+
+
+def axis_tag(var: str) -> str:
+    ax = binding_axis(var)
+    assert ax is not None, var
+    return f"{ax[0]}Idx.{ax[1]}"
+
+
+def _contains_b(node) -> bool:
+    return P.contains_kind(node, "B")
+
+
+def partition(nodes: list) -> list:
+    """Host/device partition of a body at host level (CUDA)."""
+    out: list = []
+    run: list = []
+
+    def flush():
+        if run:
+            out.append(Kernel(list(run), wrapper=True))
+            run.clear()
+
+    for n in nodes:
+        if isinstance(n, P.Loop) and n.kind == "B":
+            flush()
+            out.append(_kernel_for(n))
+        elif isinstance(n, P.Loop) and _contains_b(n):
+            flush()
+            out.append(HostLoop(n, partition(n.body)))
+        else:
+            run.append(n)
+    flush()
+    return out
+
+
+def _kernel_for(root: P.Loop) -> Kernel:
+    for st in P.walk([root]):
+        if isinstance(st, P.Store) and not st.init:
+            si = st.info
+            dep = set(si.reduce_vars) | set(si.carried) if si.kind != "assign" else set()
+            if any(l.kind == "B" and l.var in dep for l in si.loops):
+                return Kernel([root], wrapper=True, serialized=True, reason=st.span,
+                              why="it reduces across a bound (B) loop; -O0 has no cross-thread reduction")
+    # blocks cannot synchronize: every statement must lie under the same block-bound loops
+    chains = set()
+
+    def rec(n, chain):
+        if isinstance(n, P.Loop):
+            c = chain + (id(n),) if n.kind == "B" and axis_tag(n.var).startswith("block") else chain
+            for ch in n.body:
+                rec(ch, c)
+        else:
+            chains.add(chain)
+
+    rec(root, ())
+    if len(chains) > 1:
+        return Kernel([root], wrapper=True, serialized=True, reason=root.span,
+                      why="its statements lie under different block-bound loops, and blocks cannot synchronize")
+    axes: dict = {}
+    for n in P.walk([root]):
+        if isinstance(n, P.Loop) and n.kind == "B":
+            tag = axis_tag(n.var)
+            axes[tag] = max(axes.get(tag, 0), n.extent)
+    return Kernel([root], wrapper=False, axes=axes)
+
+
+def kernels_of(segs) -> list:
+    out = []
+    for s in segs:
+        if isinstance(s, Kernel):
+            out.append(s)
+        else:
+            out.extend(kernels_of(s.body))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# emission
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    env: dict  # LEIR index name -> PrimExpr (int32)
+    kernel: Optional[Kernel] = None
+    bound: frozenset = frozenset()  # launched axis tags bound by enclosing loops
+    conds: tuple = ()  # guard conditions (PrimExpr) for statements
+    in_parallel: bool = False
+    in_vector: bool = False
+    bchain: tuple = ()  # enclosing B loops (prep nodes) inside a non-serialized kernel
+
+
+class Lowerer:
+    def __init__(self, result: CheckResult, target="llvm", only: Optional[set] = None):
+        if not result.ok:
+            raise ValueError("lowering needs a kernel without check errors")
+        self.result = result
+        self.kernel = result.kernel
+        self.kind = target_kind(target)
+        self.gpu = is_gpu(self.kind)
+        self.diagnostics: list[Diagnostic] = []
+        self.tree = P.prepare(result)
+        if only is not None:  # lower a subset of the top-level items (error attribution)
+            self.tree = [n for n in self.tree if n.origin in only]
+        self.tvm = _import_tvm()
+        self.bufs: dict = {}
+        self.site_allocs: dict = {}  # id(prep Loop) or id(Kernel) -> [TensorInfo]
+        self.root_allocs: list = []
+        self.cur_span: Optional[A.Span] = None
+
+    # -- driver ----------------------------------------------------------------
+    def lower(self):
+        tvm = self.tvm
+        from tvm.script.ir_builder import IRBuilder
+        from tvm.script.ir_builder import tirx as T
+
+        self.T, self.IRB = T, IRBuilder
+        segs = partition(self.tree) if self.gpu else None
+        self._plan_allocations(segs)
+        k = self.kernel
+        with IRBuilder() as ib:
+            with T.prim_func():
+                T.func_name(symbol_name(k.name))
+                T.func_attr({"tirx.noalias": True})
+                for p in k.inputs + k.outputs:
+                    self.cur_span = p.span
+                    buf = T.arg(p.name, T.Buffer(tuple(p.shape), DTYPES[p.dtype]))
+                    self.bufs[p.name] = buf
+                for info in self.root_allocs:
+                    self._alloc(info, "global")
+                ctx = _Ctx(env={})
+                if self.gpu:
+                    self._emit_host(segs, ctx)
+                else:
+                    self._emit_nodes(self.tree, ctx)
+        func = ib.get()
+        return tvm.IRModule({symbol_name(k.name): func})
+
+    # -- allocation planning -----------------------------------------------------
+    def _plan_allocations(self, segs):
+        inter = [t for t in self.result.tensors.values() if t.role == "intermediate"]
+        if not self.gpu:
+            self.root_allocs = inter
+            return
+        uses: dict = {}  # name -> list of (kernel, bchain)
+        for kern in kernels_of(segs):
+            self._collect_uses(kern, kern.items, (), uses)
+        for info in inter:
+            if info.scope == "g" or info.name not in uses:
+                self.root_allocs.append(info)
+                continue
+            recs = uses[info.name]
+            site, why = self._site(info, recs)
+            if site is None:
+                self.root_allocs.append(info)
+                self.diagnostics.append(warning(
+                    "W050", f"{A.SCOPE_NAMES[info.scope]} tensor '{info.name}' is placed in global memory on CUDA: {why}",
+                    info.span))
+            else:
+                self.site_allocs.setdefault(id(site), []).append(info)
+
+    def _collect_uses(self, kern: Kernel, nodes, chain, uses):
+        for n in nodes:
+            if isinstance(n, P.Loop):
+                c = chain + (n,) if (n.kind == "B" and not kern.serialized) else chain
+                self._collect_uses(kern, n.body, c, uses)
+            else:
+                accs = [n.target] + [a for i in n.target.indices for a in _accesses(i)]
+                if n.value is not None:
+                    accs += list(_accesses(n.value))
+                for a in accs:
+                    uses.setdefault(a.name, []).append((kern, chain))
+
+    def _site(self, info, recs):
+        site, why = self._site_by_structure(info, recs)
+        if site is None:
+            return None, why
+        chain = recs[0][1]
+        if info.scope == "s":
+            fixed = {l.var for l in chain if axis_tag(l.var).startswith("block")}
+            limit = SHARED_LIMIT
+        else:
+            fixed = {l.var for l in chain}
+            limit = LOCAL_LIMIT
+        nbytes = self._footprint(info, fixed) * _DTYPE_BYTES.get(info.dtype, 4)
+        if nbytes > limit:
+            return None, f"one {'block' if info.scope == 's' else 'thread'} touches {nbytes} bytes of it (limit {limit})"
+        return site, None
+
+    def _site_by_structure(self, info, recs):
+        kerns = {id(k) for k, _ in recs}
+        if len(kerns) > 1:
+            return None, f"it is accessed by {len(kerns)} separate kernels"
+        kern = recs[0][0]
+        if info.scope == "s":
+            chains = {tuple(id(l) for l in c if axis_tag(l.var).startswith("block")) for _, c in recs}
+            if len(chains) > 1:
+                return None, "its accesses lie under different block-bound loops"
+            blocks = [l for l in recs[0][1] if axis_tag(l.var).startswith("block")]
+            if blocks:
+                return blocks[-1], None
+            return (kern if kern.wrapper else kern.items[0]), None
+        chains = {tuple(id(l) for l in c) for _, c in recs}
+        if len(chains) > 1:
+            return None, "its accesses lie under different bound loops (threads)"
+        c = recs[0][1]
+        if c:
+            return c[-1], None
+        if kern.wrapper:
+            return kern, None
+        return None, "it is accessed outside every bound loop"
+
+    def _footprint(self, info, fixed: set) -> int:
+        """Elements of ``info`` one block/thread touches when the ``fixed`` indices are held
+        (the region TVM's buffer compaction keeps); the full size when unknown."""
+        from ..lang.affine import Facts
+
+        dims = None
+        for si in self.result.stmts:
+            accs = [si.stmt.target] + list(_accesses(si.stmt.value))
+            accs += [a for i in si.stmt.target.indices for a in _accesses(i)]
+            ranges = {l.var: ((0, 0) if l.var in fixed else (l.start, l.start + l.extent - 1)) for l in si.loops}
+            f = Facts(ranges)
+            for a in accs:
+                if a.name != info.name:
+                    continue
+                ivs = [f.interval(i) for i in a.indices]
+                if any(iv is None for iv in ivs):
+                    return math.prod(info.shape)
+                if dims is None:
+                    dims = [list(iv) for iv in ivs]
+                else:
+                    for d, iv in zip(dims, ivs):
+                        d[0], d[1] = min(d[0], iv[0]), max(d[1], iv[1])
+        if dims is None:
+            return math.prod(info.shape)
+        return math.prod(d[1] - d[0] + 1 for d in dims)
+
+    def _alloc(self, info, scope: str):
+        T = self.T
+        self.cur_span = info.span
+        buf = T.alloc_buffer(tuple(info.shape), DTYPES[info.dtype], scope=scope)
+        self.IRB.name(info.name, buf)
+        self.bufs[info.name] = buf
+
+    def _emit_site_allocs(self, key):
+        for info in self.site_allocs.get(id(key), ()):
+            self._alloc(info, A.SCOPE_NAMES[info.scope])
+
+    # -- host level (CUDA) -----------------------------------------------------------
+    def _emit_host(self, segs, ctx: _Ctx):
+        T = self.T
+        for s in segs:
+            if isinstance(s, HostLoop):
+                lp = s.loop
+                self.cur_span = lp.span
+                with T.serial(0, lp.extent) as v:
+                    self.IRB.name(lp.var, v)
+                    env = dict(ctx.env)
+                    env[lp.var] = v + lp.start if lp.start else v
+                    self._emit_host(s.body, replace(ctx, env=env))
+            else:
+                self._emit_kernel(s, ctx)
+
+    def _emit_kernel(self, kern: Kernel, ctx: _Ctx):
+        T = self.T
+        if kern.serialized:
+            self.diagnostics.append(warning(
+                "W051", f"on CUDA this kernel runs on a single thread (its B loops run serially): {kern.why}",
+                kern.reason))
+        kctx = replace(ctx, kernel=kern, bound=frozenset(), conds=(), bchain=())
+        if kern.wrapper:
+            with T.thread_binding(0, 1, thread="blockIdx.x") as b0:
+                self.IRB.name("b0", b0)
+                with T.thread_binding(0, 1, thread="threadIdx.x") as t0:
+                    self.IRB.name("t0", t0)
+                    self._emit_site_allocs(kern)
+                    self._emit_nodes(kern.items, kctx)
+        else:
+            self._emit_nodes(kern.items, kctx)
+
+    # -- loops and statements --------------------------------------------------------
+    def _unbound_axes(self, ctx: _Ctx) -> list:
+        """Launched axes (extent > 1) of the current kernel not bound by enclosing loops."""
+        k = ctx.kernel
+        if k is None or k.serialized or k.wrapper:
+            return []
+        return [t for t, e in sorted(k.axes.items()) if e > 1 and t not in ctx.bound]
+
+    def _needs_barriers(self, ctx: _Ctx) -> bool:
+        k = ctx.kernel
+        if k is None or k.serialized or k.wrapper:
+            return False
+        return bool(k.thread_axes - ctx.bound)
+
+    def _barrier(self):
+        T = self.T
+        T.evaluate(T.tvm_storage_sync("shared"))
+
+    def _emit_nodes(self, nodes, ctx: _Ctx):
+        barriers = self._needs_barriers(ctx)
+        for i, n in enumerate(nodes):
+            if barriers and i > 0:
+                self._barrier()
+            if isinstance(n, P.Loop):
+                self._emit_loop(n, ctx)
+            else:
+                self._emit_store(n, ctx)
+
+    def _loop_frame(self, lp: P.Loop, ctx: _Ctx):
+        """(frame, new ctx fields, extra guard) for a loop."""
+        T = self.T
+        k = ctx.kernel
+        n = lp.extent
+        kind = lp.kind
+        if not self.gpu:
+            if kind == "P" and not (ctx.in_parallel or ctx.in_vector):
+                return T.parallel(0, n), {"in_parallel": True}, None
+            if kind == "V" and not ctx.in_vector:
+                return T.vectorized(0, n), {"in_vector": True}, None
+            if kind == "U":
+                return self._unroll(lp), {}, None
+            return T.serial(0, n), {}, None
+        # CUDA, inside a kernel
+        if kind == "B" and not k.serialized:
+            tag = axis_tag(lp.var)
+            launched = k.axes[tag]
+            fields = {"bound": ctx.bound | {tag}, "bchain": ctx.bchain + (lp,)}
+            return T.thread_binding(0, launched, thread=tag), fields, (n if launched > n else None)
+        if kind == "V" and not ctx.in_vector and not _contains_b(lp) and not self._unbound_axes(ctx):
+            # (statements under an unbound launched axis get guards and barriers: not vectorizable)
+            return T.vectorized(0, n), {"in_vector": True}, None
+        if kind == "U":
+            return self._unroll(lp), {}, None
+        return T.serial(0, n), {}, None
+
+    def _unroll(self, lp: P.Loop):
+        T = self.T
+        if lp.extent * _code_size(lp.body) <= UNROLL_BUDGET:
+            return T.unroll(0, lp.extent)
+        return T.serial(0, lp.extent, annotations={"pragma_unroll_explicit": 0, "pragma_auto_unroll_max_step": 16})
+
+    def _emit_loop(self, lp: P.Loop, ctx: _Ctx):
+        self.cur_span = lp.span
+        try:
+            frame, fields, guard_extent = self._loop_frame(lp, ctx)
+        except LowerFailure:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise LowerFailure(_tvm_message(e), lp.span) from None
+        with frame as v:
+            self.IRB.name(lp.var, v)
+            env = dict(ctx.env)
+            env[lp.var] = v + lp.start if lp.start else v
+            conds = ctx.conds
+            if guard_extent is not None:
+                conds = conds + (v < guard_extent,)
+            inner = replace(ctx, env=env, conds=conds, **fields)
+            self._emit_site_allocs(lp)
+            self._emit_nodes(lp.body, inner)
+            if lp.body and lp.extent > 1 and lp.kind != "B" and self._needs_barriers(inner):
+                self._barrier()
+
+    def _emit_store(self, st: P.Store, ctx: _Ctx):
+        T = self.T
+        self.cur_span = st.span
+        tgt = st.target
+        tdt = tgt.dtype
+        try:
+            if st.init:
+                value = self._identity(st.info.op, tdt)
+            else:
+                ex = _ExprLowerer(self, ctx.env, tdt, st)
+                value = ex.top(st.value)
+            indices = [_ExprLowerer(self, ctx.env, tdt, st).index(i) for i in tgt.indices]
+        except LowerFailure:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise LowerFailure(_tvm_message(e), self.cur_span or st.span) from None
+        buf = self.bufs[tgt.name]
+        conds = list(ctx.conds)
+        self._guarded_store(buf, value, indices, conds, self._unbound_axes(ctx), ctx.kernel)
+
+    def _guarded_store(self, buf, value, indices, conds, missing, kern):
+        T = self.T
+        if missing:
+            tag = missing[0]
+            with T.thread_binding(0, kern.axes[tag], thread=tag) as v:
+                self._guarded_store(buf, value, indices, conds + [v == 0], missing[1:], kern)
+            return
+        if conds:
+            c = conds[0]
+            for x in conds[1:]:
+                c = self.tvm.tirx.And(c, x)
+            with T.If(c):
+                with T.Then():
+                    T.buffer_store(buf, value, indices)
+        else:
+            T.buffer_store(buf, value, indices)
+
+    def _identity(self, op: str, dt: str):
+        tirx = self.tvm.tirx
+        tv = DTYPES[dt]
+        val = P.identity_value(op)
+        if dt == "bool":
+            return tirx.const(bool(val > 0) if math.isinf(val) else bool(val), "bool")
+        if math.isinf(val):
+            if is_float(dt):
+                return tirx.infinity(tv) if val > 0 else -tirx.infinity(tv)
+            return tirx.max_value(tv) if val > 0 else tirx.min_value(tv)
+        return tirx.const(float(val) if is_float(dt) else int(val), tv)
+
+
+def _code_size(nodes) -> int:
+    total = 0
+    for n in nodes:
+        if isinstance(n, P.Loop):
+            inner = _code_size(n.body)
+            total += inner * n.extent if n.kind == "U" else inner + 1
+        else:
+            total += 1
+    return max(total, 1)
+
+
+def _accesses(e):
+    for n in A.walk(e):
+        if isinstance(n, A.Access):
+            yield n
+
+
+def _tvm_message(e: Exception) -> str:
+    """First meaningful line of a TVM error, without traceback."""
+    text = str(e).strip()
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if "Check failed" in l or "Error" in l or "error" in l:
+            return l[:500]
+    return (lines[-1] if lines else type(e).__name__)[:500]
+
+
+# ---------------------------------------------------------------------------
+# expressions
+
+
+class _ExprLowerer:
+    """Lowers LEIR expressions of one statement (target dtype ``tdt``) to PrimExprs."""
+
+    def __init__(self, low: Lowerer, env: dict, tdt: str, st: P.Store):
+        self.low = low
+        self.tvm = low.tvm
+        self.tirx = low.tvm.tirx
+        self.env = env
+        self.tdt = tdt
+        self.st = st
+        self.index_dt: Optional[str] = None  # subscript type while lowering a subscript
+
+    # entry points
+    def top(self, e: A.Expr):
+        comp = self.comp_type(expr_type(e), self.tdt)
+        v = self.expr(e, comp)
+        return self.cast(v, comp, self.tdt)
+
+    def index(self, e: A.Expr):
+        """A subscript: int64 as LEIR defines it, or int32 when every subexpression
+        provably fits (same values, cheaper code)."""
+        ranges = {l.var: (l.start, l.start + l.extent - 1) for l in self.st.info.loops}
+        dt = "i32" if _magnitude(e, ranges) < 2**31 else "i64"
+        saved, self.index_dt = self.index_dt, dt
+        try:
+            return self.expr(e, dt)
+        finally:
+            self.index_dt = saved
+
+    # core
+    def comp_type(self, t: str, ctx: str) -> str:
+        """Concrete type of a node of type ``t`` in context ``ctx`` (the type the parent
+        operation computes in): ``resolve(t, ctx)``; inside subscripts weak ints use the
+        subscript type."""
+        if t == "int_lit" and self.index_dt is not None:
+            return self.index_dt
+        return resolve(t, ctx)
+
+    def expr(self, e: A.Expr, want: Optional[str]):
+        """``e`` computed in its concrete type for context ``want`` (None: the statement's
+        target dtype) and converted to ``want``."""
+        t = expr_type(e)
+        if t is None:
+            raise LowerFailure("expression has no type", e.span)
+        ctx = want if want is not None else self.tdt
+        comp = self.comp_type(t, ctx)
+        try:
+            v = self.compute(e, comp, ctx)
+        except LowerFailure:
+            raise
+        except Exception as ex:  # noqa: BLE001
+            raise LowerFailure(_tvm_message(ex), e.span or self.st.span) from None
+        if want is not None and want != comp:
+            v = self.cast(v, comp, want)
+        return v
+
+    def const(self, value, dt: str):
+        tirx = self.tirx
+        if dt == "bool":
+            return tirx.const(bool(value), "bool")
+        if is_float(dt):
+            if isinstance(value, float) and math.isinf(value):
+                inf = tirx.infinity(DTYPES[dt])
+                return inf if value > 0 else -inf
+            return tirx.FloatImm(DTYPES[dt], float(value))
+        return tirx.IntImm(DTYPES[dt], int(value))
+
+    def cast(self, v, src: str, dst: str):
+        if src == dst:
+            return v
+        tirx = self.tirx
+        if dst == "bool":
+            return tirx.NE(v, self.const(0, src))
+        return tirx.Cast(DTYPES[dst], v)
+
+    def compute(self, e: A.Expr, comp: str, ctx: str):
+        tirx = self.tirx
+        if isinstance(e, A.Const):
+            return self.const(e.value, comp)
+        if isinstance(e, A.Var):
+            v = self.low_env(e)
+            return self.cast(v, "i32", comp)
+        if isinstance(e, A.Access):
+            return self.load(e)
+        if isinstance(e, A.Neg):
+            x = self.expr(e.operand, comp)
+            if comp == "bool":
+                raise LowerFailure("cannot negate a bool value", e.span)
+            if is_float(comp):
+                return tirx.Mul(x, self.const(-1.0, comp))
+            return tirx.Sub(self.const(0, comp), x)
+        if isinstance(e, A.Compare):
+            res = None
+            ct = expr_type(e.operands[0])
+            for o in e.operands[1:]:
+                ct = promote(ct, expr_type(o))
+            ct = self.comp_type(ct, ctx)
+            for op, a, b in zip(e.ops, e.operands, e.operands[1:]):
+                x, y = self.expr(a, ct), self.expr(b, ct)
+                c = {"<": tirx.LT, "<=": tirx.LE, ">": tirx.GT, ">=": tirx.GE, "==": tirx.EQ, "!=": tirx.NE}[op](x, y)
+                res = c if res is None else tirx.And(res, c)
+            return res
+        if isinstance(e, A.BinOp):
+            return self.binop(e, comp)
+        if isinstance(e, A.Call):
+            return self.call(e, comp)
+        raise LowerFailure(f"cannot lower {type(e).__name__}", getattr(e, "span", None))
+
+    def low_env(self, e: A.Var):
+        try:
+            return self.env[e.name]
+        except KeyError:
+            raise LowerFailure(f"index '{e.name}' is not bound here", e.span) from None
+
+    def load(self, acc: A.Access):
+        st = self.st
+        if st.self_identity and acc.name == st.target.name and acc.indices == st.target.indices:
+            return self.low._identity(st.info.op, acc.dtype)
+        buf = self.low.bufs.get(acc.name)
+        if buf is None:
+            raise LowerFailure(f"tensor '{acc.name}' has no buffer", acc.span)
+        idx = [self.index(i) for i in acc.indices]
+        return self.tirx.BufferLoad(buf, idx)
+
+    def binop(self, e: A.BinOp, comp: str):
+        tirx = self.tirx
+        op = e.op
+        if op in ("&", "|"):
+            x, y = self.expr(e.lhs, "bool"), self.expr(e.rhs, "bool")
+            return tirx.And(x, y) if op == "&" else tirx.Or(x, y)
+        if op == "**":
+            return self.power(e.lhs, e.rhs, comp, e.span)
+        if comp == "bool":  # arithmetic on booleans: in i64, converted back (x != 0)
+            wide = replace(e, lhs=A.Call("i64", (e.lhs,)), rhs=A.Call("i64", (e.rhs,)))
+            return self.cast(self.binop(wide, "i64"), "i64", "bool")
+        x, y = self.expr(e.lhs, comp), self.expr(e.rhs, comp)
+        if op == "+":
+            return tirx.Add(x, y)
+        if op == "-":
+            return tirx.Sub(x, y)
+        if op == "*":
+            return tirx.Mul(x, y)
+        if op == "/":
+            return tirx.Div(x, y)
+        if op in ("//", "%"):
+            if is_float(comp):
+                q = tirx.floor(tirx.Div(x, y))
+                return q if op == "//" else tirx.Sub(x, tirx.Mul(q, y))
+            f = tirx.floordiv if op == "//" else tirx.floormod
+            if isinstance(e.rhs, A.Const) and e.rhs.is_int and e.rhs.value != 0:
+                return f(x, y)
+            zero = self.const(0, comp)
+            safe = tirx.Select(tirx.EQ(y, zero), self.const(1, comp), y)
+            return tirx.Select(tirx.EQ(y, zero), zero, f(x, safe))
+        raise LowerFailure(f"unknown operator '{op}'", e.span)
+
+    def power(self, base: A.Expr, exp: A.Expr, comp: str, span):
+        tirx = self.tirx
+        n = None
+        if isinstance(exp, A.Const) and not math.isinf(exp.value) and float(exp.value).is_integer():
+            n = int(exp.value)
+        if is_float(comp):
+            b = self.expr(base, comp)
+            if n is not None and 0 <= n <= 4:
+                return self._product(b, n, comp)
+            return self.unary_float(lambda x, y: tirx.pow(x, y), comp, b, self.expr(exp, comp))
+        if comp == "bool":
+            raise LowerFailure("'**' on bool values", span)
+        b = self.expr(base, comp)
+        if n is not None and 0 <= n <= 16:
+            return self._product(b, n, comp)
+        bf = self.cast(b, comp, "f64")
+        ef = self.expr(exp, "f64")
+        return self.cast(tirx.pow(bf, ef), "f64", comp)
+
+    def _product(self, b, n: int, comp: str):
+        if n == 0:
+            return self.const(1, comp)
+        r = b
+        for _ in range(n - 1):
+            r = self.tirx.Mul(r, b)
+        return r
+
+    def unary_float(self, fn, comp: str, *args):
+        """Apply a transcendental; f16/bf16 compute in f32."""
+        if comp in ("f16", "bf16"):
+            wide = [self.tirx.Cast("float32", a) for a in args]
+            return self.tirx.Cast(DTYPES[comp], fn(*wide))
+        return fn(*args)
+
+    def call(self, e: A.Call, comp: str):
+        tirx = self.tirx
+        f = e.func
+        if f in A.CAST_FUNCS:
+            (arg,) = e.args
+            src = self.comp_type(expr_type(arg), f)
+            return self.cast(self.expr(arg, src), src, f)
+        if f == "if_then_else":
+            c, a, b = e.args
+            cond = self.expr(c, "bool")
+            return tirx.if_then_else(cond, self.expr(a, comp), self.expr(b, comp))
+        if f in ("max", "min"):
+            args = [self.expr(a, comp) for a in e.args]
+            r = args[0]
+            for x in args[1:]:
+                if comp == "bool":
+                    r = tirx.Or(r, x) if f == "max" else tirx.And(r, x)
+                else:
+                    r = tirx.Max(r, x) if f == "max" else tirx.Min(r, x)
+            return r
+        if f == "abs":
+            x = self.expr(e.args[0], comp)
+            if comp == "bool" or comp.startswith("u"):
+                return x
+            return tirx.abs(x)
+        if f in ("floor", "ceil"):
+            x = self.expr(e.args[0], comp)
+            if not is_float(comp):
+                return x
+            return self.unary_float(tirx.floor if f == "floor" else tirx.ceil, comp, x)
+        if f == "pow":
+            return self.power(e.args[0], e.args[1], comp, e.span)
+        fns = {
+            "exp": tirx.exp, "log": tirx.log, "sqrt": tirx.sqrt, "rsqrt": tirx.rsqrt, "erf": tirx.erf,
+            "tanh": tirx.tanh, "sigmoid": tirx.sigmoid,
+        }
+        if f in fns:
+            x = self.expr(e.args[0], comp)
+            return self.unary_float(fns[f], comp, x)
+        raise LowerFailure(f"unknown function '{f}'", e.span)
+
+
+def _magnitude(e: A.Expr, ranges: dict) -> float:
+    """Bound on |value| of ``e`` and of every subexpression (inf when unknown)."""
+    if isinstance(e, A.Const):
+        return abs(e.value) if e.is_int else math.inf
+    if isinstance(e, A.Var):
+        r = ranges.get(e.name)
+        return max(abs(r[0]), abs(r[1])) if r else math.inf
+    if isinstance(e, A.Neg):
+        return _magnitude(e.operand, ranges)
+    if isinstance(e, A.BinOp):
+        a, b = _magnitude(e.lhs, ranges), _magnitude(e.rhs, ranges)
+        if e.op in ("+", "-"):
+            return a + b
+        if e.op == "*":
+            return a * b
+        if e.op in ("//", "%"):
+            return max(a, b)
+        return math.inf
+    if isinstance(e, A.Call) and e.func in ("max", "min", "abs"):
+        return max(_magnitude(x, ranges) for x in e.args)
+    if isinstance(e, A.Call) and e.func == "if_then_else":
+        # the condition is computed in its own type; it only selects
+        return max(_magnitude(e.args[1], ranges), _magnitude(e.args[2], ranges))
+    if isinstance(e, A.Access) and e.dtype in ("i8", "i16", "u8", "u16", "bool"):
+        return 2**16
+    return math.inf
+
+
+def lower_kernel(result: CheckResult, target="llvm", only: Optional[set] = None):
+    """(IRModule, diagnostics). Raises :class:`LowerFailure`."""
+    low = Lowerer(result, target, only)
+    try:
+        mod = low.lower()
+    except LowerFailure:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise LowerFailure(_tvm_message(e), low.cur_span or result.kernel.span) from None
+    return mod, low.diagnostics
