@@ -27,9 +27,11 @@ def register(sub) -> None:
     p.add_argument("--emit", default=None, metavar="KINDS",
                    help="comma-separated outputs among tir, cuda, lib (default: tir,lib for llvm; tir,cuda,lib for cuda)")
     p.add_argument("--arch", default="sm_90", help="CUDA architecture (default: sm_90)")
-    p.add_argument("-O", dest="opt", default="0", metavar="LEVEL", help="optimization level; only -O0 (direct lowering) exists")
+    p.add_argument("-O", dest="opt", default="0", metavar="LEVEL",
+                   help="optimization level: 0 = direct lowering of what you wrote (default), 1 = heuristic "
+                        "strategy pipeline (see docs/ARCHITECTURE.md), verified against the original")
     p.add_argument("--print-after", default=None, metavar="PASS",
-                   help="print the program after PASS (comma-separated; parse, check, lower, build, nvcc)")
+                   help="print the program after PASS (comma-separated; parse, check, optimize, lower, build, nvcc, verify)")
     p.add_argument("--kernel", default=None, metavar="NAME", help="build only this kernel of the file")
     p.set_defaults(func=run)
 
@@ -48,7 +50,7 @@ def run(args) -> int:
     except ValueError:
         return usage_error(f"-O{args.opt}: optimization level must be a number")
     if level not in OPT_LEVELS:
-        return usage_error(f"-O{level} is not available yet: only -O0 (the direct lowering) exists")
+        return usage_error(f"-O{level} is not available: choose -O0 or -O1")
     emit = args.emit.split(",") if args.emit else (["tir", "lib"] if args.target == "llvm" else ["tir", "cuda", "lib"])
     emit = [e.strip() for e in emit if e.strip()]
     bad = [e for e in emit if e not in EMIT_KINDS]
@@ -105,6 +107,20 @@ def run(args) -> int:
                 written.append(base + ".so")
     except OSError as e:
         return usage_error(f"cannot write output: {e.strerror or e}")
+    if st.traces:
+        from ..strategies import trace_to_json
+
+        for kname, steps in st.traces.items():
+            path = os.path.join(args.out_dir, kname + ".trace.json")
+            _write_text(path, trace_to_json(steps, kernel=kname, pipeline="-O1", target=args.target))
+            written.append(path)
+            if "tir" in emit:
+                from ..lang import ast as A
+                from ..lang.printer import PRETTY, print_module
+
+                opt = next(r.kernel for r in st.results if r.kernel.name == kname)
+                _write_text(os.path.join(args.out_dir, kname + ".O1.leir"), print_module(A.Module((opt,)), PRETTY))
+                written.append(os.path.join(args.out_dir, kname + ".O1.leir"))
     for w in written:
         print(f"wrote {w}", file=sys.stderr)
     return 0

@@ -61,6 +61,7 @@ CODES: dict[str, str] = {
     "E050": "lowering to TVM TIR failed",
     "E051": "TVM build failed",
     "E052": "generated CUDA source does not compile with nvcc",
+    "E053": "optimized program does not verify against the original",
     # warnings
     "W001": "commuted accumulation: the reference lowering leaves it uninitialized",
     "W002": "accumulation into an already written tensor is an in-place update",

@@ -11,8 +11,11 @@ source (or a summary for CPU targets) after ``build``, the nvcc log after ``nvcc
 ``nvcc`` runs for the cuda target only, and is skipped (with a note) when nvcc is not
 installed.
 
-Optimization levels: ``-O0`` is the direct lowering of :mod:`leirc.lower.tir`, the only
-level so far.
+Optimization levels: ``-O0`` is the direct lowering of :mod:`leirc.lower.tir`; ``-O1``
+runs the heuristic strategy pipeline of :mod:`leirc.opt.o1` in the ``optimize`` pass (every
+step legality-checked and re-checked, recorded as a trace) and the ``verify`` pass compares
+the optimized program, compiled for the CPU, with the reference interpreter running the
+original program.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ..lang.diagnostics import error
 from ..lang.parser import ParseResult, parse
 from ..lang.printer import PRETTY, print_module
 
-OPT_LEVELS = (0,)
+OPT_LEVELS = (0, 1)
 
 
 @dataclass
@@ -42,6 +45,9 @@ class State:
     modules: dict = field(default_factory=dict)  # kernel name -> tvm.IRModule
     built: dict = field(default_factory=dict)  # kernel name -> Built
     nvcc_logs: dict = field(default_factory=dict)  # kernel name -> nvcc log
+    originals: dict = field(default_factory=dict)  # kernel name -> Kernel before optimization
+    traces: dict = field(default_factory=dict)  # kernel name -> list[Step] applied by -O1
+    verified: dict = field(default_factory=dict)  # kernel name -> VerifyReport
     diagnostics: list = field(default_factory=list)  # warnings gathered on the way
     notes: list = field(default_factory=list)  # informational lines (e.g. nvcc skipped)
 
@@ -86,6 +92,48 @@ def check_pass(st: State) -> State:
         raise PipelineError(diags, "check")
     st.diagnostics += diags
     st.results = results
+    return st
+
+
+def optimize_pass(st: State) -> State:
+    """-O1: rewrite each kernel with the heuristic strategy pipeline (no-op at -O0)."""
+    if st.opt_level < 1:
+        return st
+    from ..lang.checker import check_kernel
+    from ..opt.o1 import optimize
+
+    new_results = []
+    for r in st.results:
+        res = optimize(r.kernel, "cuda" if st.target == "cuda" else "llvm")
+        st.originals[r.kernel.name] = r.kernel
+        st.traces[r.kernel.name] = res.steps
+        st.notes.append(f"-O1 {r.kernel.name}: " + (", ".join(str(s) for s in res.steps) or "no step applied"))
+        nr = check_kernel(res.kernel)
+        nr.diagnostics = [d.with_file(st.file) for d in nr.diagnostics]
+        new_results.append(nr)
+    st.results = new_results
+    return st
+
+
+def verify_pass(st: State) -> State:
+    """-O1: the optimized program (compiled for the CPU) against the interpreter running
+    the original program, on two seeds."""
+    if st.opt_level < 1:
+        return st
+    from ..lang import ast as A
+    from ..verify import verify
+
+    for r in st.results:
+        orig = st.originals[r.kernel.name]
+        before = print_module(A.Module((orig,)), PRETTY)
+        after = print_module(A.Module((r.kernel,)), PRETTY)
+        rep = verify(after, before, seeds=(0, 1), dists=("uniform", "signed"), target="llvm")
+        st.verified[r.kernel.name] = rep
+        if not rep.equal:
+            d = error("E053", f"-O1 result of kernel '{r.kernel.name}' does not verify against the original: "
+                      + "; ".join(rep.failures[:3]), r.kernel.span).with_file(st.file)
+            raise PipelineError([d], "verify")
+        st.notes.append(f"verified {r.kernel.name}: max_abs_err={rep.max_abs_err:.3g}, norm_rel_err={rep.norm_rel_err:.3g}")
     return st
 
 
@@ -140,9 +188,11 @@ def nvcc_pass(st: State) -> State:
 PASSES: list[tuple[str, Callable[[State], State]]] = [
     ("parse", parse_pass),
     ("check", check_pass),
+    ("optimize", optimize_pass),
     ("lower", lower_pass),
     ("build", build_pass),
     ("nvcc", nvcc_pass),
+    ("verify", verify_pass),
 ]
 
 PASS_NAMES = [n for n, _ in PASSES]
@@ -150,6 +200,13 @@ PASS_NAMES = [n for n, _ in PASSES]
 
 def render_after(name: str, st: State) -> str:
     """The program as it stands after pass ``name``."""
+    if name == "optimize":
+        from ..lang import ast as A
+
+        return print_module(A.Module(tuple(r.kernel for r in st.results)), PRETTY)
+    if name == "verify":
+        return "\n".join(f"// verify {k}: equal={v.equal} bitwise={v.bitwise} max_abs_err={v.max_abs_err:.3g}"
+                         for k, v in st.verified.items())
     if name in ("parse", "check"):
         mod = st.parsed.module
         if name == "check" and st.kernel is not None:

@@ -1,0 +1,67 @@
+"""-O1: the heuristic pipeline applies only checked strategy steps, records a replayable
+trace, and its result verifies against the original (llvm), also through `leirc build`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import STDLIB
+from leirc.cli.main import main
+from leirc.lang.checker import check_kernel
+from leirc.lang.parser import parse
+from leirc.opt.o1 import optimize
+from leirc.strategies import replay, trace_from_json, trace_to_json
+
+KERNELS = sorted(p.stem for p in STDLIB.glob("*.leir"))
+
+
+def _kernel(name):
+    return parse((STDLIB / f"{name}.leir").read_text()).module.kernels[0]
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda"])
+@pytest.mark.parametrize("name", KERNELS)
+def test_o1_result_checks_and_trace_replays(name, target):
+    k = _kernel(name)
+    res = optimize(k, target)
+    assert check_kernel(res.kernel).ok
+    assert replay(_kernel(name), trace_from_json(trace_to_json(res.steps))) == res.kernel
+    if target == "llvm":
+        assert any(s.name == "loop_parallelization" for s in res.steps), res.log
+        assert not any(lp.kind == "B" for lp in _loops(res.kernel))
+    else:
+        assert not any(lp.kind in ("P", "V") for lp in _loops(res.kernel))
+
+
+def _loops(k):
+    from leirc.lang import ast as A
+
+    return [n for n in A.walk(k) if isinstance(n, A.Loop)]
+
+
+def test_o1_matmul_is_reordered_parallel_and_vectorized():
+    res = optimize(_kernel("matmul_square"), "llvm")
+    assert [str(s) for s in res.steps] == [
+        "loop_reorder(loop=N0.i, order=i,k,j)", "loop_parallelization(loop=N0.i)",
+        "loop_split(factor=16, loop=N0.j)", "loop_vectorization(loop=N0.j)"]
+
+
+def test_o1_cuda_binds_spatial_loops_only():
+    res = optimize(_kernel("gemv"), "cuda")
+    assert all("axis=tx" not in str(s) or "loop=N0.k" not in str(s) for s in res.steps)
+    assert any(s.name == "loop_binding" for s in res.steps)
+
+
+@pytest.mark.parametrize("name", ["relu", "softmax", "mean_reduce_dim1"])
+def test_build_O1_verifies_and_writes_trace(name, tmp_path):
+    assert main(["build", str(STDLIB / f"{name}.leir"), "-O1", "-o", str(tmp_path)]) == 0
+    trace = json.loads((tmp_path / f"{name}.trace.json").read_text())
+    assert trace["pipeline"] == "-O1" and trace["steps"]
+    assert (tmp_path / f"{name}.so").exists()
+    assert check_kernel(parse((tmp_path / f"{name}.O1.leir").read_text()).module.kernels[0]).ok
+
+
+def test_build_rejects_unknown_level(tmp_path, capsys):
+    assert main(["build", str(STDLIB / "relu.leir"), "-O3", "-o", str(tmp_path)]) == 2
