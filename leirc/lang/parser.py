@@ -1,9 +1,11 @@
 """Parse LEIR text into the typed AST of :mod:`leirc.lang.ast`.
 
 The grammar lives in ``grammar/leir.lark`` (packaged into the wheel as
-``leirc/grammar/leir.lark``). The parser is LALR(1) with the tree built by an inline
-transformer, so construction is iterative: arbitrarily long or nested input never
-overflows the Python stack inside the parser. Problems are returned as
+``leirc/grammar/leir.lark``). The parser is LALR(1) (iterative); the typed tree is then
+built by a Lark transformer. Nesting is bounded twice — on the raw parse tree before the
+(recursive) transformer runs and on the AST afterwards (header chains and ``&``/``|``
+chains are flat in the parse tree but deep in the AST) — so no client ever meets a tree
+deeper than :data:`MAX_DEPTH`. Problems are returned as
 :class:`~leirc.lang.diagnostics.Diagnostic` values, never raised.
 """
 
@@ -126,7 +128,11 @@ class _Builder(Transformer):
         return A.Param(name, dtype, shape, span=_span_of(meta))
 
     def shape(self, meta, ch):
-        return tuple(int(t) for t in ch if t is not None)
+        dims = tuple(int(t) for t in ch if t is not None)
+        for t in ch:
+            if t is not None and int(t) > 2**31 - 1:
+                self.diags.append(error("E006", f"dimension {t} exceeds 2^31-1", _span_of(t)))
+        return dims
 
     # -- items ---------------------------------------------------------------
     def nest(self, meta, ch):
@@ -140,6 +146,8 @@ class _Builder(Transformer):
             else:
                 kind, var, neg, start, extent = m.group(1), m.group(6), m.group(7), m.group(8), m.group(9)
             hs = _span_of(tok)
+            if int(extent) > 2**31 - 1:
+                self.diags.append(error("E006", f"loop extent {extent} exceeds 2^31-1", hs))
             span = A.Span(hs.line, hs.col, end_span.end_line, end_span.end_col, hs.start, end_span.end) if end_span else hs
             body = (A.Loop(kind, int(extent), var, -int(start) if neg else int(start), body, span=span),)
         return body[0]
@@ -240,6 +248,9 @@ class _Builder(Transformer):
             self.diags.append(error("E007", f"unknown function '{name}'", name_span,
                                     notes=[f"intrinsics: {known}; casts: {', '.join(A.CAST_FUNCS)}"]))
         return A.Call(name, args, span=span)
+
+    def atom(self, meta, ch):  # only reached for \\left( expr \\right)
+        return ch[1]
 
     def frac(self, meta, ch):
         return A.BinOp("/", ch[1], ch[2], span=_span_of(meta))
@@ -410,6 +421,8 @@ def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
     if derr is not None:
         return ParseResult(None, [derr.with_file(file)], "")
     assert text is not None
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]  # a UTF-8 byte-order mark; a space keeps columns and offsets
     if "\x00" in text:
         i = text.index("\x00")
         line = text.count("\n", 0, i) + 1
@@ -429,6 +442,9 @@ def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
         if depth_diag is not None:
             return ParseResult(None, [depth_diag.with_file(file)], text)
         module = _Builder(diags).transform(tree)
+        deep = _ast_depth_check(module)
+        if deep is not None:
+            return ParseResult(None, [deep.with_file(file)], text)
     except VisitError as e:  # pragma: no cover - a bug in the builder, reported not raised
         if isinstance(e.orig_exc, RecursionError):
             return ParseResult(None, [error("E003", "input nests too deeply", None).with_file(file)], text)
@@ -452,6 +468,16 @@ def _depth_check(tree) -> Diagnostic | None:
             for c in node.children:
                 if isinstance(c, Tree):
                     stack.append((c, d + 1))
+    return None
+
+
+def _ast_depth_check(module) -> Diagnostic | None:
+    stack = [(module, 0)]
+    while stack:
+        node, d = stack.pop()
+        if d > MAX_DEPTH:
+            return error("E003", f"input nests more than {MAX_DEPTH} levels deep", node.span)
+        stack.extend((c, d + 1) for c in A.children(node))
     return None
 
 
@@ -480,7 +506,7 @@ def parse_body(
         dt = A.TORCH_DTYPES.get(dt, dt)
         return A.Param(n, dt, tuple(int(x) for x in sh))
 
-    k2 = A.Kernel(name, tuple(mk(p) for p in inputs), tuple(mk(p) for p in outputs), k.body, declared=False, span=k.span)
+    k2 = A.Kernel(_kernel_name(name), tuple(mk(p) for p in inputs), tuple(mk(p) for p in outputs), k.body, declared=False, span=k.span)
     return ParseResult(A.Module((k2,), span=res.module.span), res.diagnostics, res.source)
 
 
