@@ -460,6 +460,8 @@ class _Checker:
             return  # inside a branch that is never taken
         for k, (idx, n) in enumerate(zip(acc.indices, info.shape)):
             iv = facts.interval(idx)
+            if iv is not None and (iv[0] <= -(1 << 61) or iv[1] >= 1 << 61):
+                iv = None  # a one-sided guard bounds only one end: still unknown
             if iv is None:
                 if any(isinstance(x, A.Access) for x in A.walk(idx)):
                     self.warn("W014", f"subscript {k + 1} of '{acc.name}' depends on tensor data; it is bounds-checked at run time by the interpreter",

@@ -1,0 +1,107 @@
+"""``leirc verify KERNEL.leir [OTHER.leir]``: differential verification against the interpreter.
+
+Exit 0 if the candidate is equal to the reference on every run, 1 if not (or if a program
+has errors; the diagnostics are printed as by ``leirc check``), 2 on usage or I/O errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..lang.checker import check_text
+from .common import print_diagnostics, read_input, usage_error
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "verify", help="check a kernel (compiled, or another program) against the reference interpreter",
+        description="Run KERNEL (compiled for the target, or interpreted with -t interp) on random inputs "
+                    "(several seeds x distributions) and compare its outputs with the reference interpreter's "
+                    "outputs of OTHER (default: KERNEL itself). Exit 0 if equal, 1 if not or on program errors, "
+                    "2 on usage/IO errors.")
+    p.add_argument("kernel_file", metavar="KERNEL.leir", help="candidate program ('-' for standard input)")
+    p.add_argument("other", nargs="?", metavar="OTHER.leir", help="reference program with the same signature")
+    p.add_argument("--kernel", metavar="NAME", help="kernel to verify when a file defines several")
+    p.add_argument("--seeds", default="0,1,2", metavar="LIST", help="comma-separated input seeds (default 0,1,2)")
+    p.add_argument("--dists", default="uniform,normal,signed", metavar="LIST",
+                   help="comma-separated input distributions: uniform normal signed large small "
+                        "(default uniform,normal,signed)")
+    p.add_argument("-t", "--target", default="llvm", metavar="TARGET",
+                   help="llvm (compile with TVM for the CPU, default), cuda, or interp (interpret the candidate)")
+    p.add_argument("--rtol", type=float, default=None, help="elementwise relative tolerance (default by dtype)")
+    p.add_argument("--norm-tol", type=float, default=None, help="normwise relative tolerance (default by dtype)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate run (default 120)")
+    p.add_argument("--json", action="store_true", help="print the verification report as JSON")
+    p.set_defaults(func=run)
+
+
+def _list(text: str, conv, what: str):
+    try:
+        items = [conv(x.strip()) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"bad {what} list {text!r}") from None
+    if not items:
+        raise ValueError(f"empty {what} list")
+    return items
+
+
+def _g(x) -> str:
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def run(args) -> int:
+    from ..interp.inputs import DISTS
+    from ..verify import verify
+
+    try:
+        seeds = _list(args.seeds, int, "seed")
+        dists = _list(args.dists, str, "distribution")
+    except ValueError as e:
+        return usage_error(str(e))
+    bad = [d for d in dists if d not in DISTS]
+    if bad:
+        return usage_error(f"unknown distribution(s) {', '.join(bad)} (expected {', '.join(DISTS)})")
+    if args.kernel_file == "-" and args.other == "-":
+        return usage_error("only one program can come from standard input")
+    sources = []
+    for path in [args.kernel_file] + ([args.other] if args.other else []):
+        data, err = read_input(path)
+        if err:
+            print(f"leirc: error: {err}", file=sys.stderr)
+            return 2
+        name = "<stdin>" if path == "-" else path
+        cf = check_text(data, name)
+        diags = cf.diagnostics
+        if not cf.ok:
+            print_diagnostics(diags, cf.parse.source)
+            if args.json:
+                msgs = [f"{d.file}:{d.span.line if d.span else 1}:{d.span.col if d.span else 1}: {d.code} {d.message}"
+                        for d in diags if d.is_error]
+                print(json.dumps({"equal": False, "bitwise": False, "max_abs_err": None, "max_rel_err": None,
+                                  "norm_rel_err": None, "seeds": seeds, "dists": dists, "failures": msgs}, indent=2))
+            return 1
+        names = [r.kernel.name for r in cf.results]
+        if args.kernel and args.kernel not in names and (path == args.kernel_file or len(names) > 1):
+            return usage_error(f"{name}: no kernel named '{args.kernel}' (it defines {', '.join(names) or 'none'})")
+        if not args.kernel and len(names) > 1 and path == args.kernel_file:
+            return usage_error(f"{name} defines {len(names)} kernels ({', '.join(names)}); choose one with --kernel")
+        sources.append(cf.parse.source)
+    rep = verify(sources[0], sources[1] if len(sources) > 1 else None, kernel=args.kernel, seeds=seeds, dists=dists,
+                 target=args.target, rtol=args.rtol, norm_tol=args.norm_tol, timeout=args.timeout)
+    if args.json:
+        print(json.dumps(rep.to_json(), indent=2))
+        return 0 if rep.equal else 1
+    verdict = "EQUAL" + (" (bitwise identical)" if rep.bitwise else "") if rep.equal else "NOT EQUAL"
+    print(f"{rep.candidate or args.kernel_file} vs {rep.reference or 'reference'}: {verdict}")
+    print(f"  {rep.runs} run(s): seeds {','.join(map(str, rep.seeds))} x {','.join(rep.dists)}; {rep.seconds:.1f} s")
+    print(f"  max abs err {_g(rep.max_abs_err)}, max rel err {_g(rep.max_rel_err)}, "
+          f"normwise rel err {_g(rep.norm_rel_err)}")
+    for name, p in rep.per_output.items():
+        print(f"  output {name}: {'ok' if p['ok'] else 'FAIL'}{', bitwise' if p['bitwise'] else ''}; "
+              f"max abs {_g(p['max_abs_err'])}, normwise {_g(p['norm_rel_err'])}")
+    if rep.failures:
+        print("  failures:")
+        for f in rep.failures:
+            print(f"    - {f}")
+    return 0 if rep.equal else 1

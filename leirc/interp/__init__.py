@@ -1,0 +1,16 @@
+"""Reference interpreter (NumPy): the oracle that defines what a LEIR program computes.
+
+    >>> from leirc.interp import run, random_inputs, check_source
+    >>> r = check_source(text)                 # CheckResult of the (only) kernel
+    >>> outs = run(r, random_inputs(r.kernel, seed=0))
+
+See :mod:`leirc.interp.core` for the semantics and :mod:`leirc.interp.plan` for when loops
+run vectorized.
+"""
+
+from .core import MAX_ELEMENTS, InterpError, Interpreter, check_source, run, run_source
+from .inputs import DISTS, index_ranges, random_inputs
+from .plan import describe as describe_plan
+
+__all__ = ["run", "run_source", "check_source", "random_inputs", "index_ranges", "InterpError", "Interpreter",
+           "MAX_ELEMENTS", "DISTS", "describe_plan"]

@@ -1,0 +1,204 @@
+"""Output comparison under the leirc correctness rule (shared/notes/benchmarking.md §2.3).
+
+Floats: ``|y - ref| <= atol + rtol*|ref|`` elementwise with ``atol = rtol * max|ref|``
+(scaled, so tiny outputs cannot hide behind an absolute floor) **and**
+``||y - ref||_2 / ||ref||_2 <= norm_tol``; no NaN/Inf in y. Integers and booleans: exact.
+Default tolerances by dtype: f32 rtol 1e-4 / norm 1e-5, f64 1e-9 / 1e-12, f16 and bf16
+1e-2 / 1e-3.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..interp import dtypes as D
+
+TOLERANCES = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "f16": (1e-2, 1e-3), "bf16": (1e-2, 1e-3)}
+
+
+def tolerances(dtype: str, rtol: Optional[float] = None, norm_tol: Optional[float] = None) -> tuple[float, float]:
+    r, n = TOLERANCES.get(dtype, (0.0, 0.0))
+    return (r if rtol is None else float(rtol)), (n if norm_tol is None else float(norm_tol))
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    ok: bool = True
+    bitwise: bool = True
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    norm_rel_err: float = 0.0
+    unwritten: int = 0
+    nonfinite: int = 0
+    mismatches: int = 0
+    failures: list = field(default_factory=list)
+
+
+def _fmt_idx(idx) -> str:
+    return "(" + ", ".join(str(int(i)) for i in idx) + ")" if len(idx) != 1 else f"({int(idx[0])})"
+
+
+def _g(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, dtype and bits; any NaN equals any NaN."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind == "f" or (D.BF16 is not None and a.dtype == D.BF16):
+        ia = np.ascontiguousarray(a).view(np.dtype(f"u{a.dtype.itemsize}"))
+        ib = np.ascontiguousarray(b).view(np.dtype(f"u{b.dtype.itemsize}"))
+        same = ia == ib
+        if same.all():
+            return True
+        af = a.astype(np.float64)
+        bf = b.astype(np.float64)
+        return bool(np.all(same | (np.isnan(af) & np.isnan(bf))))
+    return bool(np.array_equal(a, b))
+
+
+def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndarray] = None,
+                   ref_unwritten: Optional[np.ndarray] = None, rtol: Optional[float] = None,
+                   norm_tol: Optional[float] = None, where: str = "") -> OutputComparison:
+    """Compare candidate output ``y`` with reference ``ref`` (both of LEIR dtype ``dtype``).
+    ``unwritten`` marks candidate elements still holding the poison, ``ref_unwritten`` the
+    reference's. ``where`` is appended to messages (e.g. "seed 0, uniform")."""
+    c = OutputComparison(name)
+    sfx = f" ({where})" if where else ""
+    y = np.asarray(y)
+    ref = np.asarray(ref)
+    want_dt = D.np_dtype(dtype)
+    if y.shape != ref.shape:
+        c.ok = c.bitwise = False
+        c.failures.append(f"output {name}: shape {list(y.shape)}, expected {list(ref.shape)}{sfx}")
+        c.max_abs_err = c.max_rel_err = c.norm_rel_err = math.inf
+        return c
+    if y.dtype != want_dt:
+        c.ok = c.bitwise = False
+        c.failures.append(f"output {name}: dtype {D.leir_dtype(y.dtype) or y.dtype}, expected {dtype}{sfx}")
+        c.max_abs_err = c.max_rel_err = c.norm_rel_err = math.inf
+        return c
+    c.bitwise = bitwise_equal(y, ref)
+    n = y.size
+    shape = y.shape
+    # work on flat views; positions are reported in the output's shape
+    y = y.reshape(-1)
+    ref = ref.reshape(-1)
+    if unwritten is not None:
+        unwritten = np.asarray(unwritten).reshape(-1)
+    if ref_unwritten is not None:
+        ref_unwritten = np.asarray(ref_unwritten).reshape(-1)
+
+    def pos(flat_i) -> str:
+        return _fmt_idx(np.unravel_index(int(flat_i), shape))
+    skip = None  # elements excluded from the value comparison
+
+    def add_skip(m):
+        nonlocal skip
+        skip = m.copy() if skip is None else (skip | m)
+
+    if ref_unwritten is not None and ref_unwritten.any():
+        k = int(ref_unwritten.sum())
+        c.ok = False
+        c.failures.append(f"output {name}: the reference program leaves {k} of {n} elements unwritten{sfx}")
+        add_skip(ref_unwritten)
+    if unwritten is not None and unwritten.any():
+        m = unwritten if skip is None else (unwritten & ~skip)
+        k = int(m.sum())
+        if k:
+            first = int(np.flatnonzero(m)[0])
+            c.ok = False
+            c.unwritten = k
+            c.failures.append(f"output {name}: {k} of {n} elements never written (first at {pos(first)}){sfx}")
+        add_skip(unwritten)
+    is_float = D.is_float(dtype)
+    if c.bitwise and skip is None and (not is_float or np.isfinite(ref).all()):
+        return c  # identical and finite: all errors are 0
+    if is_float:
+        y_fin = np.isfinite(y)
+        r_fin = np.isfinite(ref)
+        if not (y_fin.all() and r_fin.all()):
+            y_bad = ~y_fin
+            r_bad = ~r_fin
+            if skip is not None:
+                y_bad &= ~skip
+                r_bad &= ~skip
+            if r_bad.any():
+                both = y_bad & r_bad
+                k = int(r_bad.sum())
+                c.ok = False
+                c.failures.append(f"output {name}: the reference has NaN/Inf at {k} of {n} elements "
+                                  f"({int(both.sum())} of them NaN/Inf in the candidate too): the program produces "
+                                  f"non-finite values for these inputs{sfx}")
+            only = y_bad & ~r_bad
+            if only.any():
+                k = int(only.sum())
+                first = int(np.flatnonzero(only)[0])
+                c.ok = False
+                c.nonfinite = k
+                c.failures.append(f"output {name}: NaN/Inf at {k} of {n} elements (first at {pos(first)}: "
+                                  f"{y[first]} vs {ref[first]}){sfx}")
+            add_skip(y_bad | r_bad)
+    if skip is not None and skip.all():
+        if n:
+            c.max_abs_err = c.max_rel_err = c.norm_rel_err = math.inf if not c.ok else 0.0
+        return c
+    # d = |y - ref| and ra = |ref| in float64, excluded elements zeroed
+    d = y.astype(np.float64)
+    ra = ref.astype(np.float64)
+    np.subtract(d, ra, out=d)
+    np.abs(d, out=d)
+    np.abs(ra, out=ra)
+    if skip is not None:
+        d[skip] = 0.0
+        ra[skip] = 0.0
+    c.max_abs_err = float(d.max())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.divide(d, ra, out=np.zeros_like(d), where=ra > 0)
+    c.max_rel_err = float(rel.max())
+    del rel
+    if bool(np.any((ra == 0) & (d > 0))):
+        c.max_rel_err = math.inf
+    nref = math.sqrt(float(np.dot(ra, ra)))
+    ndiff = math.sqrt(float(np.dot(d, d)))
+    c.norm_rel_err = ndiff / nref if nref > 0 else (0.0 if ndiff == 0 else math.inf)
+    if not is_float:
+        bad = d > 0
+        if bad.any():
+            k = int(bad.sum())
+            first = int(np.flatnonzero(bad)[0])
+            c.ok = False
+            c.mismatches = k
+            c.failures.append(f"output {name}: {k} of {n} elements differ; first at {pos(first)}: "
+                              f"{y[first]} vs {ref[first]} (integer outputs must match exactly){sfx}")
+        return c
+    r, nt = tolerances(dtype, rtol, norm_tol)
+    atol = r * float(ra.max())
+    # excess = d - (atol + r*|ref|), in place over ra
+    excess = ra
+    excess *= -r
+    excess -= atol
+    excess += d
+    bad = excess > 0
+    if bad.any():
+        k = int(bad.sum())
+        worst = int(np.argmax(excess))
+        c.ok = False
+        c.mismatches = k
+        rw = abs(float(ref[worst]))
+        tol_w = atol + r * rw
+        c.failures.append(f"output {name}: mismatch at {pos(worst)}: {_g(float(y[worst]))} vs "
+                          f"{_g(float(ref[worst]))} (|diff| {_g(float(d[worst]))} > tol {_g(tol_w)}); "
+                          f"{k} of {n} elements outside rtol={r:g}, atol={_g(atol)}{sfx}")
+    if c.norm_rel_err > nt:
+        c.ok = False
+        c.failures.append(f"output {name}: normwise relative error {_g(c.norm_rel_err)} > {nt:g}{sfx}")
+    return c
