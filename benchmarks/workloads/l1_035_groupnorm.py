@@ -1,0 +1,30 @@
+"""GroupNorm with 8 groups (KernelBench L1-35, reduced)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, num_features: int, num_groups: int):
+        super().__init__()
+        self.gn = nn.GroupNorm(num_groups=num_groups, num_channels=num_features)
+
+    def forward(self, x):
+        return self.gn(x)
+
+
+batch_size = 4
+features = 64
+num_groups = 8
+dim1 = 32
+dim2 = 32
+
+
+def get_inputs():
+    x = torch.rand(batch_size, features, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [features, num_groups]

@@ -1,0 +1,28 @@
+"""Mean over dim 1 without keepdim (KernelBench L1-48, reduced)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.mean(x, dim=self.dim)
+
+
+batch_size = 8
+dim1 = 256
+dim2 = 255
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [1]

@@ -1,0 +1,32 @@
+"""Conv3d + Mish + Tanh (KernelBench L2-47, reduced)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0):
+        super().__init__()
+        self.conv = nn.Conv3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding)
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.nn.functional.mish(x)
+        x = torch.tanh(x)
+        return x
+
+
+batch_size = 1
+in_channels = 4
+out_channels = 8
+D, H, W = 8, 16, 16
+kernel_size = 3
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, D, H, W)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,84 @@
+"""``leirc import MODEL.py [-o OUT.leir]``: a KernelBench-format PyTorch module -> one LEIR kernel.
+
+The model file is executed in-process (it is the user's own PyTorch code), traced with
+torch.fx and translated. With ``-o OUT.leir`` the parameters and buffers are saved to
+``OUT.npz`` (keyed by the LEIR input names); without it the LEIR text goes to standard
+output (``--weights W.npz`` saves the weights). ``--verify`` runs the kernel against the
+PyTorch module on three input seeds. Exit 0 on success, 1 when the model cannot be imported
+(unsupported operator: the message names it and its source line) or does not verify, 2 on
+usage/IO errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("import", help="import a PyTorch (KernelBench-format) module as a LEIR kernel",
+                       description="Trace a KernelBench-format model file (class Model, get_inputs, get_init_inputs) "
+                                   "with torch.fx and emit one self-contained declared LEIR kernel.")
+    p.add_argument("model", metavar="MODEL.py", help="the model file")
+    p.add_argument("-o", "--output", metavar="OUT.leir",
+                   help="write the kernel here and the weights to OUT.npz (default: kernel to stdout)")
+    p.add_argument("--weights", metavar="W.npz", help="where to save the weights (default: next to -o)")
+    p.add_argument("--verify", action="store_true", help="verify against the PyTorch module on seeds 0, 1, 2")
+    p.add_argument("--target", default="interp", choices=["interp", "llvm"],
+                   help="what runs the LEIR side of --verify (default: the reference interpreter)")
+    p.set_defaults(func=run)
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def save_weights(path: str, weights: dict) -> None:
+    import numpy as np
+
+    tmp = f"{path}.tmp{os.getpid()}.npz"
+    np.savez(tmp, **weights)
+    os.replace(tmp, path)
+
+
+def run(args) -> int:
+    from ..frontend import FrontendError, import_model, verify_against_torch
+
+    if not os.path.isfile(args.model):
+        print(f"leirc: error: {args.model}: no such file", file=sys.stderr)
+        return 2
+    try:
+        res = import_model(args.model)
+    except FrontendError as e:
+        print(f"leirc: error: {e}", file=sys.stderr)
+        return 1
+    weights_path = args.weights
+    try:
+        if args.output:
+            _write_atomic(args.output, res.text.encode("utf-8"))
+            if weights_path is None:
+                weights_path = os.path.splitext(args.output)[0] + ".npz"
+        else:
+            sys.stdout.write(res.text)
+        if weights_path:
+            save_weights(weights_path, res.weights)
+    except OSError as e:
+        print(f"leirc: error: {e}", file=sys.stderr)
+        return 2
+    n_par = sum(int(v.size) for v in res.weights.values())
+    where = f" -> {args.output}" if args.output else ""
+    wmsg = f", weights ({len(res.weights)} tensors, {n_par} values) -> {weights_path}" if weights_path else ""
+    print(f"imported {args.model}{where}{wmsg}", file=sys.stderr)
+    if args.verify:
+        try:
+            v = verify_against_torch(args.model, res.text, res.weights, target=args.target)
+        except FrontendError as e:
+            print(f"leirc: error: {e}", file=sys.stderr)
+            return 1
+        print(("ok: " if v.ok else "FAILED: ") + v.summary(), file=sys.stderr)
+        if not v.ok:
+            return 1
+    return 0
