@@ -6,13 +6,11 @@ from __future__ import annotations
 import sys
 
 from ..lang import ast as A
-from ..lang.checker import check_text
 from ..lang.printer import COMPACT, PRETTY, print_module
 from ..strategies import NotApplicable, Step, StrategyBug, get, replay, trace_from_json, trace_to_json
 from ..strategies.base import parse_args
 from .cmd_fmt import write_atomic
-from .cmd_strategies import select_kernel
-from .common import print_diagnostics, read_input
+from .common import load_checked, select_kernel
 
 
 def register(sub) -> None:
@@ -34,14 +32,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    data, err = read_input(args.file)
-    if err:
-        print(f"leirc: error: {err}", file=sys.stderr)
-        return 2
-    cf = check_text(data, args.file)
-    if not cf.ok:
-        print_diagnostics(cf.diagnostics, cf.parse.source)
-        return 1
+    cf, status = load_checked(args.file)
+    if cf is None:
+        return status
     res, err = select_kernel(cf, args.kernel)
     if err:
         print(f"leirc: error: {err}", file=sys.stderr)

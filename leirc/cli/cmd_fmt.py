@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from pathlib import Path
 
 from ..lang.parser import parse
 from ..lang.printer import COMPACT, PRETTY, print_module

@@ -7,10 +7,9 @@ import json
 import sys
 
 from ..lang import ast as A
-from ..lang.checker import check_text
 from ..lang.printer import COMPACT, PRETTY, print_module
 from .cmd_fmt import leading_comments, write_atomic
-from .common import print_diagnostics, read_input
+from .common import load_checked
 
 _HELP = """Simplify every statement of every kernel with a fixed pipeline of local rewrites,
 repeated to a fixpoint: fold (constant folding, unit laws x+0 x*1 x/1 x**1 --x, if_then_else
@@ -36,14 +35,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..algebra.simplify import PASSES, simplify_kernel
 
-    data, err = read_input(args.file)
-    if err:
-        print(f"leirc: error: {err}", file=sys.stderr)
-        return 2
-    cf = check_text(data, args.file)
-    if not cf.ok:
-        print_diagnostics(cf.diagnostics, cf.parse.source)
-        return 1
+    cf, status = load_checked(args.file)
+    if cf is None:
+        return status
     names = [r.kernel.name for r in cf.results]
     if args.kernel is not None and args.kernel not in names:
         print(f"leirc: error: no kernel '{args.kernel}' (kernels: {', '.join(names)})", file=sys.stderr)

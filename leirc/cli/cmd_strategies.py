@@ -7,9 +7,8 @@ import json
 import sys
 import time
 
-from ..lang.checker import check_text
 from ..strategies import all_strategies, enumerate_sites
-from .common import print_diagnostics, read_input
+from .common import load_checked, select_kernel
 
 
 def register(sub) -> None:
@@ -39,32 +38,15 @@ def _registry(as_json: bool) -> int:
     return 0
 
 
-def select_kernel(cf, name):
-    ks = [r for r in cf.results]
-    if name is None:
-        if len(ks) != 1:
-            return None, f"the file has {len(ks)} kernels; choose one with --kernel ({', '.join(r.kernel.name for r in ks)})"
-        return ks[0], None
-    for r in ks:
-        if r.kernel.name == name:
-            return r, None
-    return None, f"no kernel named '{name}' ({', '.join(r.kernel.name for r in ks)})"
-
-
 def run(args) -> int:
     if args.list:
         return _registry(args.json)
     if not args.file:
         print("leirc strategies: error: a KERNEL.leir file is required (or --list)", file=sys.stderr)
         return 2
-    data, err = read_input(args.file)
-    if err:
-        print(f"leirc: error: {err}", file=sys.stderr)
-        return 2
-    cf = check_text(data, args.file)
-    if not cf.ok:
-        print_diagnostics(cf.diagnostics, cf.parse.source)
-        return 1
+    cf, status = load_checked(args.file)
+    if cf is None:
+        return status
     res, err = select_kernel(cf, args.kernel)
     if err:
         print(f"leirc: error: {err}", file=sys.stderr)

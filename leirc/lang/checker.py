@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from . import ast as A
-from .affine import Facts, affine, dense_interval
+from .affine import Facts, affine
 from .diagnostics import Diagnostic, error, warning
 from .parser import ParseResult, parse
 
@@ -498,7 +498,6 @@ class _Checker:
                 ranges = self._facts(si.loops).ranges
                 box = []
                 for idx in t.indices:
-                    af = affine(idx)
                     iv = Facts(dict(ranges)).interval(idx)
                     box.append(iv)
                 written_boxes.setdefault(t.name, []).append(box)
@@ -600,7 +599,6 @@ def find_conflict(lp: A.Loop, stmts: list[StmtInfo]):
             if r.name != w.name:
                 continue
             if not _independent(lp, wsi, w, rsi, r):
-                what = "writes" if r_is_write else "reads"
                 where = f"'{w.name}' is written in one iteration and {'written' if r_is_write else 'read'} in another"
                 if wsi is rsi and r is w:
                     where = f"different iterations write the same element of '{w.name}'"

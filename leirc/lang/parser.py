@@ -436,7 +436,7 @@ def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
     except UnexpectedInput as e:
         return ParseResult(None, [_syntax_error(e, text, lark).with_file(file)], text)
     except RecursionError:
-        return ParseResult(None, [error("E003", f"input nests too deeply", None).with_file(file)], text)
+        return ParseResult(None, [error("E003", "input nests too deeply", None).with_file(file)], text)
     try:
         depth_diag = _depth_check(tree)
         if depth_diag is not None:

@@ -4,7 +4,7 @@ based replacement, substitution and fresh names. All functions return new trees.
 from __future__ import annotations
 
 import string
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Callable, Iterator, Optional
 
 from ..lang import ast as A
