@@ -105,8 +105,7 @@ def build_model(path: str, *, out_dir: Optional[str] = None, target: str = "llvm
         if log:
             log(msg)
 
-    os.environ.setdefault("TVM_NUM_THREADS", str(threads))
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # the timed worker gets ``threads`` explicitly (TVM_NUM_THREADS)
     rep = BuildReport(model=os.path.abspath(path), target=target, versions=_versions())
     t0 = time.perf_counter()
     try:
