@@ -568,9 +568,40 @@ class OperatorFission(Strategy):
 # compute_inline
 
 
+class _NestPlanStrategy(Strategy):
+    """A strategy addressed by one top-level nest whose ``_plan(ctx, nest)`` both checks
+    legality (raising NotApplicable) and returns the rewritten kernel."""
+
+    #: how many consecutive nests a site spans (1, or 2 for pairwise rewrites)
+    span = 1
+
+    def _describe(self, ctx, idx: int):
+        """The site description, or None to skip nest ``idx`` without planning."""
+        return f"nest {idx}"
+
+    def sites(self, ctx):
+        out = []
+        for idx in range(len(ctx.kernel.body) - self.span + 1):
+            desc = self._describe(ctx, idx)
+            if desc is None:
+                continue
+            try:
+                self._plan(ctx, idx)
+            except NotApplicable:
+                continue
+            out.append(Site(self.name, {"nest": idx}, {}, desc))
+        return out
+
+    def check(self, ctx, args):
+        self._plan(ctx, args["nest"])
+
+    def apply(self, ctx, args):
+        return self._plan(ctx, args["nest"])
+
+
 @strategy("compute_inline", level="graph", numerics="bitwise",
           args=[Arg("nest", "nest", "producer nest: one plain assignment writing an intermediate")])
-class ComputeInline(Strategy):
+class ComputeInline(_NestPlanStrategy):
     """Substitute a producer's expression into every read of its intermediate and delete it.
 
     The producer is a perfect nest with one plain assignment ``T[v1+c1, v2+c2, ...] = e``
@@ -674,24 +705,11 @@ class ComputeInline(Strategy):
         new = _with_body(new, idx, idx + 1, [])
         return _validate(self, new, st)
 
-    def sites(self, ctx):
-        out = []
-        for idx, item in enumerate(ctx.kernel.body):
-            p = _perfect(item)
-            if p is None or len(p[1]) != 1:
-                continue
-            try:
-                self._plan(ctx, idx)
-            except NotApplicable:
-                continue
-            out.append(Site(self.name, {"nest": idx}, {}, f"inline '{p[1][0].target.name}' into its readers"))
-        return out
-
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"])
+    def _describe(self, ctx, idx):
+        p = _perfect(ctx.kernel.body[idx])
+        if p is None or len(p[1]) != 1:
+            return None
+        return f"inline '{p[1][0].target.name}' into its readers"
 
 
 def _minus_const(e: A.Expr, c: int) -> A.Expr:
@@ -912,7 +930,7 @@ def _skeleton(e1: A.Expr, e2: A.Expr, holes: list) -> bool:
 
 @strategy("tensor_concat_to_fuse_operators", level="graph", numerics="bitwise",
           args=[Arg("nest", "nest", "first of two consecutive nests computing the same operator on different tensors")])
-class TensorConcatToFuseOperators(Strategy):
+class TensorConcatToFuseOperators(_NestPlanStrategy):
     """Compute the same operator on two sets of inputs once, on their concatenation.
 
     Two consecutive perfect nests with identical headers, one plain assignment each,
@@ -987,21 +1005,10 @@ class TensorConcatToFuseOperators(Strategy):
         new = _with_body(kernel, idx, idx + 2, new_items)
         return _validate(self, new, n1, n2)
 
-    def sites(self, ctx):
-        out = []
-        for idx in range(len(ctx.kernel.body) - 1):
-            try:
-                self._plan(ctx, idx)
-            except NotApplicable:
-                continue
-            out.append(Site(self.name, {"nest": idx}, {}, f"concatenate the inputs of nests {idx} and {idx + 1}"))
-        return out
+    span = 2
 
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"])
+    def _describe(self, ctx, idx):
+        return f"concatenate the inputs of nests {idx} and {idx + 1}"
 
 
 # ---------------------------------------------------------------------------
@@ -1208,7 +1215,7 @@ def _covers(st: A.Assign, loops, box) -> bool:
 
 @strategy("dead_code_elimination", level="graph", numerics="bitwise",
           args=[Arg("nest", "nest", "nest to delete")])
-class DeadCodeElimination(Strategy):
+class DeadCodeElimination(_NestPlanStrategy):
     """Delete a nest whose results are never used.
 
     Every tensor the nest writes must be an intermediate (never a kernel output) that no
@@ -1246,27 +1253,14 @@ class DeadCodeElimination(Strategy):
                     break  # every element is overwritten before anything reads it
         return _validate(self, _with_body(kernel, idx, idx + 1, []), item)
 
-    def sites(self, ctx):
-        out = []
-        for idx, item in enumerate(ctx.kernel.body):
-            try:
-                self._plan(ctx, idx)
-            except NotApplicable:
-                continue
-            out.append(Site(self.name, {"nest": idx}, {},
-                            f"delete nest {idx} (writes {', '.join(sorted(tensors_written(item)))}, never read)"))
-        return out
-
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"])
+    def _describe(self, ctx, idx):
+        written = ", ".join(sorted(tensors_written(ctx.kernel.body[idx])))
+        return f"delete nest {idx} (writes {written}, never read)"
 
 
 @strategy("expression_reorder", level="graph", numerics="bitwise",
           args=[Arg("nest", "nest", "first of the two consecutive nests to swap")])
-class ExpressionReorder(Strategy):
+class ExpressionReorder(_NestPlanStrategy):
     """Swap two consecutive independent nests.
 
     Legal when neither nest reads or writes a tensor the other writes, so every
@@ -1294,18 +1288,7 @@ class ExpressionReorder(Strategy):
                 raise self.na(f"{what}: {', '.join(sorted(names))}", n1, n2)
         return _validate(self, _with_body(kernel, idx, idx + 2, [n2, n1]), n1, n2)
 
-    def sites(self, ctx):
-        out = []
-        for idx in range(len(ctx.kernel.body) - 1):
-            try:
-                self._plan(ctx, idx)
-            except NotApplicable:
-                continue
-            out.append(Site(self.name, {"nest": idx}, {}, f"swap nests {idx} and {idx + 1}"))
-        return out
+    span = 2
 
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"])
+    def _describe(self, ctx, idx):
+        return f"swap nests {idx} and {idx + 1}"
