@@ -8,7 +8,6 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        pass
 
     def forward(self, x):
         x = F.leaky_relu(x - 0.5, negative_slope=0.1)

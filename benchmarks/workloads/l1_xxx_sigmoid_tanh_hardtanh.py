@@ -8,7 +8,6 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        pass
 
     def forward(self, x):
         return F.hardtanh(torch.sigmoid(x) * torch.tanh(x) * 3.0, min_val=-0.5, max_val=0.5) + F.gelu(x, approximate='tanh')

@@ -739,7 +739,7 @@ class SetStorageLayout(Strategy):
             needs = {k: self._needs_check(ctx, info, k) for k in LAYOUTS}
             for fixed, domains in _layout_domains(info.shape):
                 if not needs[fixed["kind"]]:
-                    pass
+                    pass  # this layout kind cannot break bounds: every candidate fits
                 elif fixed["kind"] == "transpose":
                     domains = {"perm": [p for p in domains["perm"] if self._fits(ctx, info, {**fixed, "perm": p})]}
                     if not domains["perm"]:
