@@ -33,13 +33,27 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def child(path: str, out: str, threads: int, torch_compile: bool) -> int:
-    from leirc.frontend.pipeline import build_model
+def child(path: str, out: str, threads: int, torch_compile: bool, opt: str = "0") -> int:
+    from leirc.driver import BuildOptions, ModelImportError, PipelineError, model_report, new_build, run_pipeline
 
-    rep = build_model(path, threads=threads, torch_compile=torch_compile,
-                      log=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    b = new_build(path, options=BuildOptions(opt=opt, time=True, torch_compile=torch_compile, threads=threads),
+                  log=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    error = None
+    try:
+        b = run_pipeline(b)
+    except ModelImportError as e:
+        error = f"import: {e}"
+    except PipelineError as e:
+        error = f"{e.pass_name}: " + "; ".join(f"{d.code} {d.message}" for d in e.diagnostics[:2])
+    rep = model_report(b)
+    if error:
+        rep["error"] = error
+        if rep["imported"] is False:
+            rep["import_error"] = error
+        elif not rep["built"]:
+            rep["build_error"] = error
     with open(out, "w") as f:
-        json.dump(rep.to_json(), f)
+        json.dump(rep, f)
     return 0
 
 
@@ -116,6 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", default=[], help="run workloads whose name contains this")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("-O", dest="opt", default="0", choices=["0", "1"], help="leirc optimization level (default 0)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per workload")
     ap.add_argument("--json", help="write the raw reports here")
     ap.add_argument("--markdown", help="also write the table here")
@@ -128,7 +143,7 @@ def main(argv=None) -> int:
         print(table(saved["reports"], meta.get("command", "benchmarks/run.py"), meta))
         return 0
     if args.child:
-        return child(args.child, args.json_out, args.threads, not args.no_compile)
+        return child(args.child, args.json_out, args.threads, not args.no_compile, args.opt)
 
     files = sorted(glob.glob(os.path.join(args.workloads, "*.py")))
     if args.only:
@@ -148,7 +163,7 @@ def main(argv=None) -> int:
             print(f"[{k + 1}/{len(files)}] {name}", file=sys.stderr, flush=True)
             out = os.path.join(tmpdir, f"{k}.json")
             cmd = [sys.executable, os.path.abspath(__file__), "--child", f, "--json-out", out,
-                   "--threads", str(args.threads)] + (["--no-compile"] if args.no_compile else [])
+                   "--threads", str(args.threads), "-O", args.opt] + (["--no-compile"] if args.no_compile else [])
             t0 = time.time()
             try:
                 p = subprocess.run(cmd, env=env, timeout=args.timeout, stdout=subprocess.DEVNULL)

@@ -563,15 +563,15 @@ def test_nvcc_rejection_is_e052():
     import shutil
 
     from leirc.lower import nvcc_compile
-    from leirc.lower.pipeline import PipelineError, State, nvcc_pass, run_pipeline
+    from leirc.driver import BuildOptions, PipelineError, new_build, nvcc_pass, run_pipeline
 
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not found")
     ok, log = nvcc_compile("this is not CUDA")
     assert not ok and "error" in log
-    st = run_pipeline(State(r"\kernel k(A: f32[8]) -> (Y: f32[8]) { B^{8}_{tx=0} [ Y^{f32,g}_{tx} = A^{f32,g}_{tx}; ]; }",
-                            "k.leir", "cuda"), until="build")
-    st.built["k"].cuda_source = "extern \"C\" __global__ void k() { undeclared_name = 1; }"
+    st = run_pipeline(new_build(r"\kernel k(A: f32[8]) -> (Y: f32[8]) { B^{8}_{tx=0} [ Y^{f32,g}_{tx} = A^{f32,g}_{tx}; ]; }",
+                                file="k.leir", options=BuildOptions(target="cuda")), until="build")
+    st.job("k").built.cuda_source = "extern \"C\" __global__ void k() { undeclared_name = 1; }"
     with pytest.raises(PipelineError) as ei:
         nvcc_pass(st)
     (d,) = ei.value.diagnostics

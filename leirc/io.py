@@ -1,0 +1,72 @@
+"""Writing files without losing anything: one atomic writer for every command.
+
+A command that is killed half-way must leave either the old file or the new one, never a
+truncated mix, so every writer stages the bytes in a temporary file in the target's
+directory and renames it over the target (``os.replace`` is atomic on POSIX within one
+file system). Special files (``/dev/null``, FIFOs, character devices) are written in place:
+renaming over them would replace the device node with a regular file. A symlink is
+resolved first, so its target is updated and the link survives. An existing file keeps its
+permission bits.
+"""
+
+from __future__ import annotations
+
+import io as _stdio
+import os
+import stat
+import tempfile
+
+
+def write_atomic(path: str, data: bytes | str, *, mode: int | None = None) -> None:
+    """Write ``data`` (str is UTF-8 encoded) to ``path`` atomically.
+
+    ``mode``: permission bits of a newly created file (default 0644 less the umask is what
+    ``open`` gives; an existing regular file keeps its own bits)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        # a device, FIFO or socket: the caller asked to write *to* it, not to replace it
+        with open(target, "wb") as f:
+            f.write(data)
+        return
+    directory = os.path.dirname(target) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".leirc-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if st is not None:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, (0o644 if mode is None else mode) & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def save_npz(path: str, arrays: dict) -> None:
+    """``np.savez`` through :func:`write_atomic` (no pickles)."""
+    import numpy as np
+
+    buf = _stdio.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
+
+
+def load_npz(path: str) -> dict:
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
