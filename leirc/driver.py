@@ -186,6 +186,14 @@ class PipelineError(Exception):
         self.pass_name = pass_name
 
 
+def require_torch() -> None:
+    """PyTorch is an optional extra; say how to get it instead of failing on an import."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("PyTorch models need the torch extra: pip install 'leirc[torch]'")
+
+
 def _fail(pass_name: str, code: str, msg: str, span=None, file: str = "<input>", notes=()) -> PipelineError:
     return PipelineError([error(code, msg, span, notes=list(notes)).with_file(file)], pass_name)
 
@@ -197,6 +205,7 @@ def _fail(pass_name: str, code: str, msg: str, span=None, file: str = "<input>",
 def load_pass(b: Build) -> Build:
     """Parse a .leir text, or import a .py model (its LEIR text is then parsed)."""
     if b.kind == "py":
+        require_torch()
         from .frontend import FrontendError, import_model
 
         t0 = time.perf_counter()

@@ -29,23 +29,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def save_weights(path: str, weights: dict) -> None:
-    import numpy as np
-
-    tmp = f"{path}.tmp{os.getpid()}.npz"
-    np.savez(tmp, **weights)
-    os.replace(tmp, path)
-
-
 def run(args) -> int:
+    from ..driver import UsageError, require_torch
+
+    try:
+        require_torch()
+    except UsageError as e:
+        print(f"leirc: error: {e}", file=sys.stderr)
+        return 2
     from ..frontend import FrontendError, import_model, verify_against_torch
+    from ..io import save_npz, write_atomic
 
     if not os.path.isfile(args.model):
         print(f"leirc: error: {args.model}: no such file", file=sys.stderr)
@@ -58,13 +51,13 @@ def run(args) -> int:
     weights_path = args.weights
     try:
         if args.output:
-            _write_atomic(args.output, res.text.encode("utf-8"))
+            write_atomic(args.output, res.text)
             if weights_path is None:
                 weights_path = os.path.splitext(args.output)[0] + ".npz"
         else:
             sys.stdout.write(res.text)
         if weights_path:
-            save_weights(weights_path, res.weights)
+            save_npz(weights_path, res.weights)
     except OSError as e:
         print(f"leirc: error: {e}", file=sys.stderr)
         return 2
