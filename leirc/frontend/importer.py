@@ -30,15 +30,9 @@ from ..lang.printer import PRETTY, print_kernel
 from . import builder as B
 from .errors import FrontendError, TraceError, UnsupportedOpError
 from .loader import LoadedModel, load_model
+from .ops import Ops
+from .ops.common import leir_dtype
 from .values import ConstVal, ExprVal, TensorRef, Val
-
-#: torch dtype -> LEIR dtype
-_DTYPES = {
-    "torch.float32": "f32", "torch.float64": "f64", "torch.float16": "f16", "torch.bfloat16": "bf16",
-    "torch.int64": "i64", "torch.int32": "i32", "torch.int16": "i16", "torch.int8": "i8",
-    "torch.uint8": "u8", "torch.bool": "bool",
-}
-
 
 #: long fx node names -> shorter tensor name stems
 _SHORT_NAMES = (
@@ -51,13 +45,6 @@ _SHORT_NAMES = (
     ("cosine_similarity", "cos_sim"),
     ("pairwise_distance", "pdist"),
 )
-
-
-def leir_dtype(torch_dtype) -> str:
-    s = str(torch_dtype)
-    if s not in _DTYPES:
-        raise UnsupportedOpError(f"tensors of dtype {s} are not supported")
-    return _DTYPES[s]
 
 
 @dataclass
@@ -218,8 +205,6 @@ def shape_prop(gm, model, inputs: list) -> None:
 
 class Importer:
     def __init__(self, loaded: LoadedModel, gm, *, split_threshold: int = B.SPLIT_THRESHOLD):
-        from . import ops
-
         self.loaded = loaded
         self.gm = gm
         self.b = B.Builder(split_threshold=split_threshold)
@@ -231,7 +216,7 @@ class Importer:
         self.param_qualnames: dict[str, str] = {}  # LEIR name -> qualified name
         self.env: dict = {}
         self.node = None
-        self.ops = ops.Ops(self)
+        self.ops = Ops(self)
 
     # -- helpers used by the op handlers ------------------------------------
     @property
