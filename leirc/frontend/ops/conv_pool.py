@@ -8,9 +8,9 @@ from .. import builder as B
 from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, Val
+from .base import OpsBase
 from .common import Expr, pair_arg
 from .registry import function
-from .base import OpsBase
 
 
 class ConvPoolOps(OpsBase):

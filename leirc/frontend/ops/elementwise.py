@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-
 from ...lang import ast as A
 from .. import builder as B
 from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, Val, View
+from .base import OpsBase
 from .common import GELU_TANH_K, SQRT1_2, UNARY, as_number, mask_condition
 from .registry import function
-from .base import OpsBase
 
 
 class ElementwiseOps(OpsBase):

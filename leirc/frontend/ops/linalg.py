@@ -8,9 +8,9 @@ from .. import builder as B
 from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, Val, bcast_at, broadcast_shapes
+from .base import OpsBase
 from .common import batched_at
 from .registry import function
-from .base import OpsBase
 
 
 class LinalgOps(OpsBase):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 from .. import values as Vs
 from ..errors import UnsupportedOpError
+from .base import OpsBase
 from .common import UNARY
 from .registry import module
-from .base import OpsBase
 
 
 class ModuleOps(OpsBase):

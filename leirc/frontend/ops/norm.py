@@ -8,9 +8,9 @@ from ...lang import ast as A
 from .. import builder as B
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, norm_dim
+from .base import OpsBase
 from .common import square_expr
 from .registry import function
-from .base import OpsBase
 
 
 class NormOps(OpsBase):

@@ -9,9 +9,9 @@ from .. import builder as B
 from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import ExprVal, TensorRef, Val, bcast_at, norm_dim
+from .base import OpsBase
 from .common import Poison, ValuesIndices, drop_dims, square_expr
 from .registry import function
-from .base import OpsBase
 
 
 class ReduceOps(OpsBase):

@@ -8,9 +8,9 @@ from .. import builder as B
 from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import ConstVal, ExprVal, TensorRef, Val, View, norm_dim
+from .base import OpsBase
 from .common import TORCH_OF_LEIR, leir_dtype, torch_size
 from .registry import function, method
-from .base import OpsBase
 
 
 class ShapeOps(OpsBase):
