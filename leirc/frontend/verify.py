@@ -23,10 +23,6 @@ import numpy as np
 from .errors import FrontendError
 from .loader import LoadedModel, load_model
 
-_NP_OF_LEIR = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-               "i16": np.int16, "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
-
-
 @dataclass
 class Comparison:
     ok: bool
@@ -100,15 +96,12 @@ class VerifyResult:
 
 
 def _kernel_of(leir_text: str):
-    from ..lang.checker import check_text
+    from ..lang.load import LoadError, load_kernel
 
-    cf = check_text(leir_text)
-    errs = [d for d in cf.diagnostics if d.is_error]
-    if errs:
-        raise FrontendError(f"the LEIR program has errors: {errs[0].code} {errs[0].message}")
-    if len(cf.results) != 1:
-        raise FrontendError("expected exactly one kernel")
-    return cf.results[0]
+    try:
+        return load_kernel(leir_text)
+    except LoadError as e:
+        raise FrontendError(f"the LEIR program has errors: {e.message}") from None
 
 
 def torch_reference(loaded: LoadedModel, seed: int):
