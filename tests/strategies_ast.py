@@ -119,7 +119,7 @@ def ill_typed_parts(root) -> list[str]:
             bad.append(f"{where}: {type(node).__module__}.{type(node).__name__}")
             continue
         for f in fields(node):
-            if f.name == "span":
+            if f.name in A.TRIVIA_FIELDS:
                 continue
             v = getattr(node, f.name)
             vals = list(enumerate(v)) if isinstance(v, tuple) else [(None, v)]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from ..lang.checker import check_text
-from ..lang.parser import parse_body
+from ..ide import analyze
 from ..lang.checker import check_kernel
+from ..lang.parser import parse_body
 from .common import print_diagnostics, read_input
 
 
 def register(sub) -> None:
     p = sub.add_parser("check", help="check LEIR files and report diagnostics",
-                       description="Parse and check LEIR files. Exit 0 if clean (warnings allowed), 1 on errors, 2 on usage/IO errors.")
+                       description="Parse and check LEIR files. Exit 0 if clean (warnings allowed), 1 on errors, 2 on usage/IO errors. "
+                                   "A syntax error in one \\kernel does not stop the other kernels of the file from being checked.")
     p.add_argument("files", nargs="+", metavar="FILE", help="LEIR files ('-' for standard input)")
     p.add_argument("--json", action="store_true", help="print diagnostics as a JSON list")
     p.add_argument("--signature", metavar="JSON",
@@ -53,9 +54,10 @@ def run(args) -> int:
                 diags += [d.with_file(name) for d in check_kernel(pr.module.kernels[0]).diagnostics]
             source = pr.source
         else:
-            cf = check_text(data, name)
-            diags = cf.diagnostics
-            source = cf.parse.source
+            # one broken kernel does not hide the others' diagnostics
+            report = analyze(data, name)
+            diags = report.diagnostics
+            source = report.parse.source
         all_diags.extend(diags)
         if not args.json:
             print_diagnostics(diags, source)

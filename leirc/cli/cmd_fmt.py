@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 
+from ..lang import ast as A
 from ..lang.parser import parse
 from ..lang.printer import COMPACT, PRETTY, print_module
 from .common import print_diagnostics, read_input
@@ -13,7 +14,10 @@ from .common import print_diagnostics, read_input
 
 def register(sub) -> None:
     p = sub.add_parser("fmt", help="format LEIR files canonically",
-                       description="Print LEIR files in canonical form (pretty by default). The comment block at the top of a file is kept; other comments are dropped.")
+                       description="Print LEIR files in canonical form (pretty by default). Every comment is kept: a comment on its "
+                                   "own line stays above the item that follows it, a comment after an item stays on that item's "
+                                   "last line. The one-line --compact layout keeps only the comments outside kernels (and says "
+                                   "how many it dropped).")
     p.add_argument("files", nargs="+", metavar="FILE")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--compact", action="store_true", help="one-line Step-TP layout")
@@ -40,7 +44,8 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def leading_comments(source: str) -> str:
-    """The comment block at the top of a file (kept by fmt; other comments are not)."""
+    """The comment block at the top of a file (for commands that print a rewritten
+    program in a layout without comments)."""
     keep = []
     for line in source.splitlines():
         if line.lstrip().startswith("%"):
@@ -53,6 +58,15 @@ def leading_comments(source: str) -> str:
     while keep and keep[-1] == "":
         keep.pop()
     return "\n".join(keep) + "\n" if keep else ""
+
+
+def _dropped_by_compact(m: A.Module) -> int:
+    """Comments the compact layout cannot keep: those inside kernels."""
+    kept = len([t for t in A.comments_at(m, "inner") if t])
+    if not (len(m.kernels) == 1 and not m.kernels[0].declared):
+        kept += sum(len([t for t in A.comments_at(k, "leading") + A.comments_at(k, "trailing")[:1] if t])
+                    for k in m.kernels)
+    return len(A.all_comments(m)) - kept
 
 
 def run(args) -> int:
@@ -70,7 +84,9 @@ def run(args) -> int:
             print_diagnostics(pr.diagnostics, pr.source)
             status = max(status, 1)
             continue
-        out = leading_comments(pr.source) + print_module(pr.module, layout)
+        out = print_module(pr.module, layout, comments=True)
+        if layout == COMPACT and (lost := _dropped_by_compact(pr.module)):
+            print(f"{name}: warning: --compact drops {lost} comment(s) inside kernels", file=sys.stderr)
         if args.check:
             if out != pr.source:
                 print(f"{name}: would reformat", file=sys.stderr)

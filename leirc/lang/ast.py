@@ -12,6 +12,9 @@ are the same program and parse to the same tree; the printer emits the chain.
 from __future__ import annotations
 
 import math
+import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Iterator, Union
 
@@ -33,6 +36,61 @@ class Span:
 
 def _span() -> Span | None:
     return field(default=None, compare=False, hash=False, repr=False)
+
+
+class Comment:
+    """A source comment kept as trivia on an item, a kernel or the module.
+
+    ``where`` says where the printer puts it relative to its owner:
+
+    * ``leading``  — on its own line above the owner (``text == ""`` is a blank line
+      that separated two comment blocks, or a block from its owner);
+    * ``trailing`` — after the owner's last character, on the same line;
+    * ``head``     — after the opening ``[`` / ``{`` of a loop, region or kernel, on the
+      header line;
+    * ``inner``    — on its own line after the last body item, before the closing
+      bracket (for the module: after the last kernel).
+
+    Deliberately neither a node nor a tuple: generic traversals (:func:`children`,
+    rewrites that rebuild every field or every tuple) pass it through as a leaf.
+    Immutable; a rewrite that keeps a node keeps its very Comment objects, which
+    :mod:`leirc.ide` uses to tell kept comments from lost ones.
+    """
+
+    __slots__ = ("where", "text")
+    where: str
+    text: str
+
+    def __init__(self, where: str, text: str):
+        object.__setattr__(self, "where", where)
+        object.__setattr__(self, "text", text)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Comment is immutable")
+
+    def __eq__(self, other):
+        if not isinstance(other, Comment):
+            return NotImplemented
+        return self.where == other.where and self.text == other.text
+
+    def __hash__(self):
+        return hash(("Comment", self.where, self.text))
+
+    def __repr__(self):
+        return f"Comment({self.where!r}, {self.text!r})"
+
+    def __reduce__(self):
+        return (Comment, (self.where, self.text))
+
+
+def _trivia() -> tuple:
+    # comments are trivia like spans: two programs that differ only in comments are equal
+    return field(default=(), compare=False, hash=False, repr=False)
+
+
+def comments_at(node, where: str) -> tuple[str, ...]:
+    """The comment texts of ``node`` at one position (see :class:`Comment`)."""
+    return tuple(c.text for c in getattr(node, "comments", ()) if c.where == where)
 
 
 # ---------------------------------------------------------------------------
@@ -118,10 +176,39 @@ COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 
 @dataclass(frozen=True, slots=True)
 class BinOp:
+    """``lhs op rhs``. A source chain ``a + b - c`` is left-deep: ``(a + b) - c``.
+
+    Equality and hashing walk the left spine in a loop, so a sum of thousands of terms
+    (flat in the source, deep here) compares and hashes without recursion.
+    """
+
     op: str
     lhs: "Expr"
     rhs: "Expr"
     span: Span | None = _span()
+
+    def __eq__(self, other):
+        if other.__class__ is not BinOp:
+            return NotImplemented
+        a, b = self, other
+        while a.__class__ is BinOp and b.__class__ is BinOp:
+            if a is b:
+                return True
+            if a.op != b.op or a.rhs != b.rhs:
+                return False
+            a, b = a.lhs, b.lhs
+        return a == b
+
+    def __hash__(self):
+        spine = []
+        node = self
+        while node.__class__ is BinOp:
+            spine.append(node)
+            node = node.lhs
+        h = hash(node)
+        for n in reversed(spine):
+            h = hash(("BinOp", n.op, h, n.rhs))
+        return h
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +261,7 @@ class Assign:
     target: Access
     value: Expr
     span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +273,7 @@ class Align:
     factor: int
     offset: int
     span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +286,7 @@ class Loop:
     start: int
     body: tuple["Item", ...]
     span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +296,7 @@ class Region:
     tag: str
     body: tuple["Item", ...]
     span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
 
 
 Stmt = Union[Assign, Align]
@@ -231,6 +322,7 @@ class Kernel:
     #: False for a bare Step-TP body whose signature came from outside the text
     declared: bool = True
     span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
 
     def param(self, name: str) -> Param | None:
         for p in self.inputs + self.outputs:
@@ -243,6 +335,7 @@ class Kernel:
 class Module:
     kernels: tuple[Kernel, ...]
     span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
 
     def kernel(self, name: str | None = None) -> Kernel:
         if name is None:
@@ -262,10 +355,15 @@ Node = Union[Expr, Item, Param, Kernel, Module]
 # generic traversal
 
 
+#: fields that carry source trivia, not meaning: excluded from equality, hashing,
+#: traversal and rewriting.
+TRIVIA_FIELDS = ("span", "comments")
+
+
 def children(node) -> Iterator:
     """Direct child nodes of ``node`` in source order."""
     for f in fields(node):
-        if f.name == "span":
+        if f.name in TRIVIA_FIELDS:
             continue
         v = getattr(node, f.name)
         if isinstance(v, tuple):
@@ -291,19 +389,103 @@ def walk(node) -> Iterator:
 
 
 def strip_spans(node):
-    """A copy of ``node`` with every span removed (useful for golden dumps)."""
+    """A copy of ``node`` with every span removed (useful for golden dumps). Iterative
+    (post-order), so long operator chains do not hit the recursion limit."""
     if not _is_node(node):
         return node
-    kw = {}
-    for f in fields(node):
-        v = getattr(node, f.name)
-        if f.name == "span":
-            kw[f.name] = None
-        elif isinstance(v, tuple):
-            kw[f.name] = tuple(strip_spans(x) for x in v)
-        else:
-            kw[f.name] = strip_spans(v)
-    return replace(node, **kw)
+    done: dict[int, object] = {}
+    stack = [(node, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if id(n) in done:
+            continue
+        if not expanded:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children(n) if id(c) not in done)
+            continue
+        kw = {}
+        for f in fields(n):
+            v = getattr(n, f.name)
+            if f.name == "span":
+                kw[f.name] = None
+            elif isinstance(v, tuple):
+                kw[f.name] = tuple(done[id(x)] if _is_node(x) else x for x in v)
+            elif _is_node(v):
+                kw[f.name] = done[id(v)]
+        done[id(n)] = replace(n, **kw)
+    return done[id(node)]
+
+
+def drop_comments(node, *where: str):
+    """``node`` without its own comments at the given positions (all if none given)."""
+    kept = tuple(c for c in node.comments if where and c.where not in where)
+    return replace(node, comments=kept) if kept != node.comments else node
+
+
+def strip_comments(node):
+    """A copy of ``node`` (module, kernel or item) with every comment removed. Only
+    items carry comments, so this recurses through bodies, never into expressions."""
+    if isinstance(node, Module):
+        return replace(node, kernels=tuple(strip_comments(k) for k in node.kernels), comments=())
+    if isinstance(node, (Kernel, Loop, Region)):
+        return replace(node, body=tuple(strip_comments(i) for i in node.body), comments=())
+    if isinstance(node, (Assign, Align)):
+        return replace(node, comments=()) if node.comments else node
+    return node
+
+
+def all_comments(node) -> list[Comment]:
+    """Every comment in ``node`` (module, kernel or item), in print order, without
+    the blank-line markers."""
+    out: list[Comment] = []
+
+    def visit(n):
+        own = getattr(n, "comments", ())
+        out.extend(c for c in own if c.where == "leading")
+        out.extend(c for c in own if c.where == "head")
+        for child in (n.kernels if isinstance(n, Module) else getattr(n, "body", ())):
+            visit(child)
+        out.extend(c for c in own if c.where == "inner")
+        out.extend(c for c in own if c.where == "trailing")
+
+    visit(node)
+    return [c for c in out if c.text]
+
+
+#: the tallest tree the parser accepts: MAX_DEPTH levels of real nesting plus a flat
+#: operator chain of MAX_CHAIN operands (left-deep in the AST); see leirc.lang.parser.
+MAX_TREE_HEIGHT = 150 + 4096
+#: Python frames a recursive client (checker, interpreter, lowering) spends per tree
+#: level, with margin
+_FRAMES_PER_LEVEL = 6
+_LIMIT_LOCK = threading.Lock()
+_LIMIT_USERS = [0, 0]  # active deep_recursion scopes, the limit before the first
+
+
+@contextmanager
+def deep_recursion():
+    """Room on the Python stack for a recursive pass over any tree the parser accepts.
+
+    A sum of thousands of terms is flat in the source but thousands of levels deep in
+    the AST. Passes that recurse on expressions (type inference, evaluation, lowering)
+    run inside this scope, which raises the recursion limit just enough for
+    :data:`MAX_TREE_HEIGHT` and restores it afterwards. On CPython 3.11 Python-to-Python
+    calls do not consume C stack, so the raised limit is safe for such passes.
+    """
+    need = MAX_TREE_HEIGHT * _FRAMES_PER_LEVEL + 1000
+    with _LIMIT_LOCK:
+        if _LIMIT_USERS[0] == 0:
+            _LIMIT_USERS[1] = sys.getrecursionlimit()
+            if need > _LIMIT_USERS[1]:
+                sys.setrecursionlimit(need)
+        _LIMIT_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _LIMIT_LOCK:
+            _LIMIT_USERS[0] -= 1
+            if _LIMIT_USERS[0] == 0:
+                sys.setrecursionlimit(_LIMIT_USERS[1])
 
 
 def is_inf(e: Expr) -> bool:

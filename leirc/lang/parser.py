@@ -3,17 +3,31 @@
 The grammar lives in ``grammar/leir.lark`` (packaged into the wheel as
 ``leirc/grammar/leir.lark``). The parser is LALR(1) (iterative); the typed tree is then
 built by a Lark transformer. Nesting is bounded twice — on the raw parse tree before the
-(recursive) transformer runs and on the AST afterwards (header chains and ``&``/``|``
-chains are flat in the parse tree but deep in the AST) — so no client ever meets a tree
-deeper than :data:`MAX_DEPTH`. Problems are returned as
+(recursive) transformer runs and on the AST afterwards (header chains and operator
+chains are flat in the parse tree but deep in the AST). Real nesting (parentheses, calls,
+unary minus, ``**``, loops, regions) is bounded by :data:`MAX_DEPTH`; a flat chain
+``a + b - c + ...`` (or ``*``, ``&``, ``|``) is one level however long it is, up to
+:data:`MAX_CHAIN` operands. Problems are returned as
 :class:`~leirc.lang.diagnostics.Diagnostic` values, never raised.
+
+Comments are trivia: a lexer callback collects them and :func:`_attach_comments` hangs
+each one on the nearest item (see :class:`leirc.lang.ast.Comment`); they never take part
+in equality.
+
+Recovery: when a file of several ``\\kernel`` definitions has a syntax error, each
+kernel is parsed on its own. :attr:`ParseResult.module` stays ``None`` (every caller
+that treats that as failure keeps working) while :attr:`ParseResult.partial` holds the
+kernels that parsed, and :attr:`ParseResult.diagnostics` has one error per broken
+kernel.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -28,6 +42,10 @@ from .diagnostics import Diagnostic, error
 #: deepest expression/loop nesting accepted; keeps every recursive client (printer,
 #: checker, lowering) far from Python's recursion limit.
 MAX_DEPTH = 150
+#: most operands of one flat ``+ -``, ``* / // %``, ``&`` or ``|`` chain. Chains are
+#: left-deep in the AST, so clients that recurse on ``lhs`` meet this depth; it is far
+#: above any real program (the longest generated sum in the corpus has < 100 terms).
+MAX_CHAIN = 4096
 
 
 def grammar_path() -> Path:
@@ -40,9 +58,18 @@ def grammar_path() -> Path:
 
 @dataclass
 class ParseResult:
+    """``module`` is the whole file, or ``None`` after a syntax error. ``partial`` is the
+    module of the kernels that did parse (the whole module when there was no syntax
+    error; after an error in one ``\\kernel`` of several, the others)."""
+
     module: A.Module | None
     diagnostics: list[Diagnostic]
     source: str
+    partial: A.Module | None = None
+
+    def __post_init__(self):
+        if self.partial is None and self.module is not None:
+            self.partial = self.module
 
     @property
     def ok(self) -> bool:
@@ -224,7 +251,8 @@ class _Builder(Transformer):
         if dtype in A.UNSUPPORTED_DTYPES:
             self.diags.append(error("E011", f"dtype '{dtype}' is not supported by leirc", span))
         else:
-            self.diags.append(error("E004", f"unknown dtype '{dtype}' (expected one of {', '.join(A.DTYPES)})", span))
+            self.diags.append(error("E004", f"unknown dtype '{dtype}' (expected one of {', '.join(A.DTYPES)})", span,
+                                    notes=_dtype_hint(dtype)))
 
     def call(self, meta, ch):
         return self._call(str(ch[0]), tuple(ch[1:]), _span_of(meta), _span_of(ch[0]))
@@ -249,16 +277,14 @@ class _Builder(Transformer):
                                     notes=[f"intrinsics: {known}; casts: {', '.join(A.CAST_FUNCS)}"]))
         return A.Call(name, args, span=span)
 
-    def atom(self, meta, ch):  # only reached for \\left( expr \\right)
-        return ch[1]
+    def paren(self, meta, ch):
+        # parentheses leave no node (the printer puts back the ones precedence needs);
+        # the parse tree keeps them so the depth check counts them as nesting
+        return next(c for c in ch if not isinstance(c, Token))
 
     def frac(self, meta, ch):
         return A.BinOp("/", ch[1], ch[2], span=_span_of(meta))
 
-    def binop(self, meta, ch):
-        op = str(ch[1])
-        op = _MUL.get(op, op)
-        return A.BinOp(op, ch[0], ch[2], span=_span_of(meta))
 
     def pow(self, meta, ch):
         return A.BinOp("**", ch[0], ch[2], span=_span_of(meta))
@@ -274,13 +300,19 @@ class _Builder(Transformer):
         return A.Compare(ops, operands, span=_span_of(meta))
 
     def _chain(self, meta, ch, table):
+        # fold the flat chain left-associatively; each partial sum spans from the start
+        # of the chain (so a parenthesized first operand keeps its parenthesis) to the
+        # end of its right operand
         acc = ch[0]
+        start = _span_of(meta)
         for i in range(1, len(ch), 2):
             op = table.get(str(ch[i]), str(ch[i]))
             rhs = ch[i + 1]
             span = None
-            if acc.span and rhs.span:
-                span = A.Span(acc.span.line, acc.span.col, rhs.span.end_line, rhs.span.end_col, acc.span.start, rhs.span.end)
+            if start is not None and rhs.span is not None:
+                span = A.Span(start.line, start.col, rhs.span.end_line, rhs.span.end_col, start.start, rhs.span.end)
+            elif i + 2 >= len(ch):
+                span = start
             acc = A.BinOp(op, acc, rhs, span=span)
         return acc
 
@@ -289,6 +321,28 @@ class _Builder(Transformer):
 
     def and_chain(self, meta, ch):
         return self._chain(meta, ch, _LOGIC) if len(ch) > 1 else ch[0]
+
+    def arith_chain(self, meta, ch):
+        return self._chain(meta, ch, {}) if len(ch) > 1 else ch[0]
+
+    def term_chain(self, meta, ch):
+        return self._chain(meta, ch, _MUL) if len(ch) > 1 else ch[0]
+
+
+#: spellings from other languages, for the E004 hint
+_DTYPE_SPELLINGS = {
+    "float": "f32", "float32": "f32", "fp32": "f32", "single": "f32", "float64": "f64", "double": "f64",
+    "fp64": "f64", "float16": "f16", "half": "f16", "fp16": "f16", "bfloat16": "bf16", "int": "i32",
+    "int32": "i32", "int64": "i64", "long": "i64", "int16": "i16", "short": "i16", "int8": "i8",
+    "uint8": "u8", "byte": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "boolean": "bool",
+}
+
+
+def _dtype_hint(dtype: str) -> tuple[str, ...]:
+    if dtype.lower() in _DTYPE_SPELLINGS:
+        return (f"LEIR spells this dtype '{_DTYPE_SPELLINGS[dtype.lower()]}'",)
+    close = difflib.get_close_matches(dtype, A.DTYPES, n=1, cutoff=0.6)
+    return (f"did you mean '{close[0]}'?",) if close else ()
 
 
 # ---------------------------------------------------------------------------
@@ -377,11 +431,85 @@ def _syntax_error(e: UnexpectedInput, text: str, lark: Lark) -> Diagnostic:
     if expected:
         msg += f"; expected {_words(expected, lark)}"
     span = A.Span(line, col, line, col + width, pos, pos + width)
-    return error("E001", msg, span)
+    return error("E001", msg, span, notes=_hint(e, lark))
+
+
+#: the common mistakes, each a few minimal programs that make the LALR parser fail in the
+#: same state as the mistake does; Lark's ``match_examples`` finds the one that matches.
+def _missing_semicolon_examples() -> list[str]:
+    lasts = ["1", "1.5", "x", "inf", "B^{f32,g}_{i}", "B^{f32,g}", "exp(1)", "(1)", "f32(1)", "\\exp{1}"]
+    nexts = ["C^{f32,g}=1;];", "];", "}", "L^{4}_{j=0}[C^{f32,g}=1;];", ""]
+    return [f"L^{{4}}_{{i=0}}[A^{{f32,g}}_{{i}}={a} {b}" for a in lasts for b in nexts]
+
+
+_HINT_EXAMPLES = {
+    "is a ';' missing? Every statement ends with ';' (C^{f32,g}_{i} = A^{f32,g}_{i};)": _missing_semicolon_examples(),
+    "is a ']' missing? A loop body '[ ... ];' is not closed": [
+        "L^{4}_{i=0}[A^{f32,g}_{i}=1;", "\\kernel k()->(){L^{4}_{i=0}[A^{f32,g}_{i}=1;}",
+        "L^{4}_{i=0}[A^{f32,g}_{i}=1;;", "L^{4}_{i=0}[", "L^{4}_{i=0}[L^{4}_{j=0}[A^{f32,g}_{i}=1;];",
+        "\\kernel k()->(){L^{4}_{i=0}[}", "\\kernel k()->(){L^{4}_{i=0}[L^{4}_{j=0}[A^{f32,g}_{i}=1;];}",
+    ],
+    "malformed loop header: write K^{extent}_{var=start} with K one of L P V U B and integer "
+    "extent and start, e.g. L^{16}_{i=0}": [
+        "L^{N}_{i=0}[A^{f32,g}=1;];", "L^{4}_{i}[A^{f32,g}=1;];", "L^{4}[A^{f32,g}=1;];",
+        "B^{n}_{tx=0}[A^{f32,g}=1;];", "L^{4}_{i=j}[A^{f32,g}=1;];",
+    ],
+    "a loop body is closed by '];'": [
+        "L^{4}_{i=0}[A^{f32,g}_{i}=1;]", "L^{4}_{i=0}[A^{f32,g}_{i}=1;] L^{4}_{i=0}[A^{f32,g}_{i}=1;];",
+        "\\kernel k()->(){L^{4}_{i=0}[A^{f32,g}_{i}=1;]}",
+    ],
+    "is '=' missing? A statement is 'target = value;'": [
+        "A^{f32,g}_{i} 1;", "A^{f32,g}_{i} B^{f32,g};", "A^{f32,g} 1;", "L^{4}_{i=0}[A^{f32,g}_{i};];",
+    ],
+}
+
+
+@lru_cache(maxsize=1)
+def _hint_table() -> dict[int, str]:
+    """LALR state -> hint. Lark's ``UnexpectedInput.match_examples`` compares whole
+    parser states, stack depth included, so an example written at top level would not
+    match the same mistake inside a loop; this keys on the state number alone."""
+    labels: dict[int, list[str]] = {}
+    lark = _lark()
+    for label, examples in _HINT_EXAMPLES.items():
+        for ex in examples:
+            try:
+                lark.parse(ex)
+            except UnexpectedToken as e:
+                if getattr(e, "state", None) is not None:
+                    seen = labels.setdefault(e.state.position, [])
+                    if label not in seen:
+                        seen.append(label)
+            except UnexpectedInput:
+                pass
+    # LALR merges some states (a target and an operand both end in '}'), so one state
+    # may stand for two mistakes; say both
+    return {pos: " Or: ".join(ls) for pos, ls in labels.items()}
+
+
+def _hint(e: UnexpectedInput, lark: Lark) -> tuple[str, ...]:
+    state = getattr(e, "state", None)
+    if not isinstance(e, UnexpectedToken) or state is None:
+        return ()
+    label = _hint_table().get(state.position)
+    return (label,) if label else ()
 
 
 # ---------------------------------------------------------------------------
 # public API
+
+
+# Comments are %ignore'd by the grammar; the lexer hands each COMMENT token to this
+# callback, which files it in the current thread's sink (one Lark instance is shared, so
+# the sink cannot live on it).
+_SINK = threading.local()
+
+
+def _on_comment(tok: Token) -> Token:
+    sink = getattr(_SINK, "comments", None)
+    if sink is not None:
+        sink.append(tok)
+    return tok
 
 
 @lru_cache(maxsize=1)
@@ -392,15 +520,8 @@ def _lark() -> Lark:
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=True,
+        lexer_callbacks={"COMMENT": _on_comment},
     )
-
-
-@lru_cache(maxsize=1)
-def _parser_with_builder():
-    # The inline transformer is stateless apart from the diagnostics list, which we
-    # swap per call; keep one parser instance to avoid rebuilding LALR tables.
-    lark = _lark()
-    return lark
 
 
 def _decode(data: str | bytes) -> tuple[str | None, Diagnostic | None]:
@@ -429,29 +550,183 @@ def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
         col = i - (text.rfind("\n", 0, i) + 1) + 1
         d = error("E001", "unexpected NUL character", A.Span(line, col, line, col + 1, i, i + 1))
         return ParseResult(None, [d.with_file(file)], text)
+    module, diags, comments = _parse_text(text)
+    if module is None:
+        if diags and diags[0].code == "E001":
+            recovered = _recover(text)
+            if recovered is not None:
+                rdiags, partial = recovered
+                return ParseResult(None, [d.with_file(file) for d in rdiags], text, partial)
+        return ParseResult(None, [d.with_file(file) for d in diags], text)
+    module = _attach_comments(module, comments)
+    return ParseResult(module, [d.with_file(file) for d in diags], text)
+
+
+def _parse_text(text: str) -> tuple[A.Module | None, list[Diagnostic], list[Token]]:
+    """One parse: the module (``None`` on a syntax or depth error), the diagnostics
+    (without file names) and the comment tokens."""
     diags: list[Diagnostic] = []
     lark = _lark()
+    comments: list[Token] = []
+    _SINK.comments = comments
     try:
         tree = lark.parse(text)
     except UnexpectedInput as e:
-        return ParseResult(None, [_syntax_error(e, text, lark).with_file(file)], text)
+        _SINK.comments = None
+        return None, [_syntax_error(e, text, lark)], comments
     except RecursionError:
-        return ParseResult(None, [error("E003", "input nests too deeply", None).with_file(file)], text)
+        return None, [error("E003", "input nests too deeply", None)], comments
+    finally:
+        _SINK.comments = None
     try:
         depth_diag = _depth_check(tree)
         if depth_diag is not None:
-            return ParseResult(None, [depth_diag.with_file(file)], text)
+            return None, [depth_diag], comments
         module = _Builder(diags).transform(tree)
         deep = _ast_depth_check(module)
         if deep is not None:
-            return ParseResult(None, [deep.with_file(file)], text)
+            return None, [deep], comments
     except VisitError as e:  # pragma: no cover - a bug in the builder, reported not raised
         if isinstance(e.orig_exc, RecursionError):
-            return ParseResult(None, [error("E003", "input nests too deeply", None).with_file(file)], text)
+            return None, [error("E003", "input nests too deeply", None)], comments
         raise
     except RecursionError:
-        return ParseResult(None, [error("E003", "input nests too deeply", None).with_file(file)], text)
-    return ParseResult(module, [d.with_file(file) for d in diags], text)
+        return None, [error("E003", "input nests too deeply", None)], comments
+    return module, diags, comments
+
+
+# ---------------------------------------------------------------------------
+# recovery: one parse per \kernel
+
+_KERNEL_OR_COMMENT = re.compile(r"(?P<comment>(?<!\S)%[^\n]*)|(?P<kernel>\\kernel(?![A-Za-z0-9_]))")
+_KERNEL_KW = "\\kernel"
+
+
+def kernel_starts(text: str) -> list[int]:
+    """Offsets of the ``\\kernel`` keywords of ``text`` (not those inside comments)."""
+    return [m.start() for m in _KERNEL_OR_COMMENT.finditer(text) if m.group("kernel")]
+
+
+def _blank(prefix: str) -> str:
+    # keeps newlines, so lines, columns and offsets of what follows are unchanged
+    return re.sub(r"[^\n]", " ", prefix)
+
+
+def _recover(text: str) -> tuple[list[Diagnostic], A.Module] | None:
+    starts = kernel_starts(text)
+    if len(starts) < 2:
+        return None
+    # the first segment starts at 0 so anything before the first kernel is parsed with it
+    bounds = [0] + starts[1:]
+    ends = starts[1:] + [len(text)]
+    kernels: list[A.Kernel] = []
+    comments: list[Token] = []
+    diags: list[Diagnostic] = []
+    for a, b in zip(bounds, ends):
+        seg = _blank(text[:a]) + text[a:b]
+        m, ds, cs = _parse_text(seg)
+        if m is None and b < len(text) and ds and ds[0].message.startswith("unexpected end of input"):
+            # the kernel runs into the next one: report that, as the whole-file parse does
+            _, ds, _ = _parse_text(seg + _KERNEL_KW)
+        diags.extend(ds)
+        if m is not None:
+            kernels.extend(m.kernels)
+            comments.extend(cs)
+    partial = _attach_comments(A.Module(tuple(kernels)), comments)
+    return diags, partial
+
+
+# ---------------------------------------------------------------------------
+# comments as trivia
+
+_CONTAINERS = (A.Loop, A.Region, A.Kernel)
+
+
+def _body_of(node) -> tuple:
+    return node.kernels if isinstance(node, A.Module) else node.body
+
+
+def _with_body(node, items: tuple):
+    return replace(node, kernels=items) if isinstance(node, A.Module) else replace(node, body=items)
+
+
+def _attach_comments(module: A.Module, toks: list[Token]) -> A.Module:
+    """Hang every comment on the nearest item, kernel or the module.
+
+    Within a container (module, kernel, loop, region) a comment is: inside a child
+    container -> handled there; inside a statement -> leading comment of it; on the line
+    where the previous child ends -> that child's trailing comment; on the container's
+    own first line -> its ``head``; before a child -> leading comment of the next child;
+    otherwise ``inner`` (before the closing bracket). A bare body's kernel is the root.
+    """
+    if not toks:
+        return module
+    cs = sorted(((t.start_pos, t.line, str(t).rstrip()) for t in toks), key=lambda c: c[0])
+    if len(module.kernels) == 1 and not module.kernels[0].declared:
+        return replace(module, kernels=(_attach_into(module.kernels[0], cs, root=True),))
+    return _attach_into(module, cs, root=True)
+
+
+def _blanked(where: str, cs: list, owner_line: int | None, prev_end_line: int | None) -> list[A.Comment]:
+    """Comments of one position with blank-line markers where the source had them."""
+    out: list[A.Comment] = []
+    last = prev_end_line
+    for pos, line, text in cs:
+        if last is not None and line > last + 1 and (out or where == "inner"):
+            out.append(A.Comment(where, ""))
+        out.append(A.Comment(where, text))
+        last = line
+    if where == "leading" and out and owner_line is not None and last is not None and owner_line > last + 1:
+        out.append(A.Comment(where, ""))
+    return out
+
+
+def _attach_into(node, cs: list, root: bool = False):
+    items = _body_of(node)
+    n = len(items)
+    spans = [it.span for it in items]
+    inside: list[list] = [[] for _ in range(n)]
+    leading: list[list] = [[] for _ in range(n)]
+    trailing: list[list] = [[] for _ in range(n)]
+    head: list = []
+    inner: list = []
+    for c in cs:
+        pos, line, _ = c
+        holder = next((i for i, sp in enumerate(spans) if sp is not None and sp.start <= pos < sp.end), None)
+        if holder is not None:
+            (inside if isinstance(items[holder], _CONTAINERS) else leading)[holder].append(c)
+            continue
+        prev = None
+        for i, sp in enumerate(spans):
+            if sp is not None and sp.end <= pos:
+                prev = i
+        if prev is not None and spans[prev].end_line == line:
+            trailing[prev].append(c)
+            continue
+        if not root and node.span is not None and line == node.span.line:
+            head.append(c)
+            continue
+        nxt = next((i for i, sp in enumerate(spans) if sp is not None and sp.start > pos), None)
+        if nxt is not None:
+            leading[nxt].append(c)
+        else:
+            inner.append(c)
+    new_items = []
+    for i, it in enumerate(items):
+        if inside[i]:
+            it = _attach_into(it, inside[i])
+        extra = _blanked("leading", leading[i], spans[i].line if spans[i] else None, None)
+        extra += [A.Comment("trailing", t) for _, _, t in trailing[i]]
+        if extra:
+            it = replace(it, comments=tuple(extra) + it.comments)
+        new_items.append(it)
+    node = _with_body(node, tuple(new_items))
+    own = [A.Comment("head", t) for _, _, t in head]
+    last_end = next((sp.end_line for sp in reversed(spans) if sp is not None), None)
+    own += _blanked("inner", inner, None, last_end)
+    if own:
+        node = replace(node, comments=node.comments + tuple(own))
+    return node
 
 
 def _depth_check(tree) -> Diagnostic | None:
@@ -465,19 +740,36 @@ def _depth_check(tree) -> Diagnostic | None:
             span = _span_of(node.meta) if isinstance(node, Tree) else None
             return error("E003", f"input nests more than {MAX_DEPTH} levels deep", span)
         if isinstance(node, Tree):
+            if node.data == "paren":
+                d += 2  # a parenthesis is a level of nesting, as deep as an operator's
+            if node.data in ("arith_chain", "term_chain", "and_chain", "or_chain") and len(node.children) > 2 * MAX_CHAIN:
+                return error("E003", f"an operator chain has more than {MAX_CHAIN} operands", _span_of(node.meta))
             for c in node.children:
                 if isinstance(c, Tree):
                     stack.append((c, d + 1))
     return None
 
 
+def _chain_link(parent, child) -> bool:
+    """``child`` continues ``parent``'s flat operator chain (same precedence, on the
+    left): the parser built both from one flat chain, so it is not extra nesting."""
+    return (isinstance(parent, A.BinOp) and child is parent.lhs and isinstance(child, A.BinOp)
+            and parent.op != "**" and A.BINOP_PRECEDENCE[child.op] == A.BINOP_PRECEDENCE[parent.op])
+
+
 def _ast_depth_check(module) -> Diagnostic | None:
-    stack = [(module, 0)]
+    # d: nesting depth, where a left operand that continues its parent's chain costs
+    # nothing; r: the tree's real height, which recursive clients meet (a chain inside
+    # parentheses at the head of another chain adds up)
+    stack = [(module, 0, 0)]
     while stack:
-        node, d = stack.pop()
+        node, d, r = stack.pop()
         if d > MAX_DEPTH:
             return error("E003", f"input nests more than {MAX_DEPTH} levels deep", node.span)
-        stack.extend((c, d + 1) for c in A.children(node))
+        if r > MAX_DEPTH + MAX_CHAIN:
+            return error("E003", f"input nests more than {MAX_DEPTH + MAX_CHAIN} levels deep "
+                         "(counting the operands of operator chains)", node.span)
+        stack.extend((c, d if _chain_link(node, c) else d + 1, r + 1) for c in A.children(node))
     return None
 
 
@@ -506,7 +798,8 @@ def parse_body(
         dt = A.TORCH_DTYPES.get(dt, dt)
         return A.Param(n, dt, tuple(int(x) for x in sh))
 
-    k2 = A.Kernel(_kernel_name(name), tuple(mk(p) for p in inputs), tuple(mk(p) for p in outputs), k.body, declared=False, span=k.span)
+    k2 = A.Kernel(_kernel_name(name), tuple(mk(p) for p in inputs), tuple(mk(p) for p in outputs), k.body, declared=False, span=k.span,
+                  comments=k.comments)
     return ParseResult(A.Module((k2,), span=res.module.span), res.diagnostics, res.source)
 
 

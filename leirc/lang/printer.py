@@ -51,6 +51,20 @@ class _ExprPrinter:
         # pretty layout spaces the low-precedence operators; never '%' (a space before
         # '%' would start a comment)
         self.spaced = ("+", "-", "&", "|", "<", "<=", ">", ">=", "==", "!=") if pretty else ()
+        # comments printed so far, by the identity of their tuple: a strategy that copies
+        # a node (fission, tiling) copies its comments too, and they print once
+        self.trivia: dict[int, tuple] = {}
+        self.owners: set[int] = set()
+
+    def comments(self, node, where: str) -> tuple[str, ...]:
+        eff = self.trivia.get(id(node))
+        if eff is None:
+            own = getattr(node, "comments", ())
+            eff = () if own and id(own) in self.owners else own
+            if own:
+                self.owners.add(id(own))
+            self.trivia[id(node)] = eff
+        return tuple(c.text for c in eff if c.where == where)
 
     def expr(self, e: A.Expr) -> str:
         if isinstance(e, A.Const):
@@ -77,11 +91,19 @@ class _ExprPrinter:
             if e.op == "**":
                 lhs = self._paren_if(e.lhs, _prec(e.lhs) <= p)
                 rhs = self._paren_if(e.rhs, _prec(e.rhs) < A.UNARY_PRECEDENCE)
-            else:
-                lhs = self._paren_if(e.lhs, _prec(e.lhs) < p)
-                rhs = self._paren_if(e.rhs, _prec(e.rhs) <= p)
-            op = f" {e.op} " if e.op in self.spaced else e.op
-            return f"{lhs}{op}{rhs}"
+                return f"{lhs}**{rhs}"
+            # a left-deep chain of one precedence level prints without parentheses; walk
+            # its spine in a loop so a sum of thousands of terms does not recurse
+            spine = []
+            node = e
+            while isinstance(node, A.BinOp) and node.op != "**" and A.BINOP_PRECEDENCE[node.op] == p:
+                spine.append(node)
+                node = node.lhs
+            parts = [self._paren_if(node, _prec(node) < p)]
+            for n in reversed(spine):
+                parts.append(f" {n.op} " if n.op in self.spaced else n.op)
+                parts.append(self._paren_if(n.rhs, _prec(n.rhs) <= p))
+            return "".join(parts)
         raise TypeError(f"not an expression: {e!r}")
 
     def _paren_if(self, e, cond: bool) -> str:
@@ -142,45 +164,110 @@ def _items_pretty(items, ep, depth: int, out: list[str]) -> None:
         _item_pretty(it, ep, depth, out)
 
 
+# Comments (trivia, see ast.Comment) are printed by the pretty layout only; the compact
+# layout is the one-line Step-TP form, and a comment would end its line.
+
+
+def _has(ep, node, *where) -> bool:
+    return any(ep.comments(node, w) for w in where)
+
+
+def _leading(ep, node, ind: str, out: list[str]) -> None:
+    for t in ep.comments(node, "leading"):
+        out.append(ind + t if t else "")
+
+
+def _trailing(ep, node, out: list[str], ind: str) -> None:
+    ts = ep.comments(node, "trailing")
+    if ts:
+        out[-1] += " " + ts[0]
+        out.extend(ind + t for t in ts[1:])
+
+
+def _open(ep, node, line: str, ind: str, out: list[str]) -> None:
+    """The line that opens ``node``'s body, with its ``head`` comment."""
+    hs = ep.comments(node, "head")
+    out.append(line + (" " + hs[0] if hs else ""))
+    out.extend(ind + t for t in hs[1:])
+
+
+def _inner(ep, node, ind: str, out: list[str]) -> None:
+    for t in ep.comments(node, "inner"):
+        out.append(ind + t if t else "")
+
+
 def _item_pretty(it, ep, depth: int, out: list[str]) -> None:
     ind = "  " * depth
+    ind1 = "  " * (depth + 1)
+    _leading(ep, it, ind, out)
     if isinstance(it, A.Loop):
         headers = []
         node = it
         while True:
             headers.append(_header(node))
-            if len(node.body) == 1 and isinstance(node.body[0], A.Loop):
+            # the chain ``L.. L.. [`` has one bracket: it continues only while no comment
+            # needs a place between two headers
+            if (len(node.body) == 1 and isinstance(node.body[0], A.Loop) and not _has(ep, node, "head", "inner")
+                    and not _has(ep, node.body[0], "leading", "trailing")):
                 node = node.body[0]
                 continue
             break
         head = " ".join(headers)
-        if len(node.body) == 1 and isinstance(node.body[0], A.Region):
+        if (len(node.body) == 1 and isinstance(node.body[0], A.Region) and not _has(ep, node, "head", "inner")
+                and not _has(ep, node.body[0], "leading", "trailing")):
             r = node.body[0]
-            out.append(f"{ind}{head} [^{{{r.tag}}}")
+            _open(ep, r, f"{ind}{head} [^{{{r.tag}}}", ind1, out)
             _items_pretty(r.body, ep, depth + 1, out)
+            _inner(ep, r, ind1, out)
             out.append(f"{ind}]^{{{r.tag}}};")
-            return
-        out.append(f"{ind}{head} [")
-        _items_pretty(node.body, ep, depth + 1, out)
-        out.append(f"{ind}];")
-        return
-    if isinstance(it, A.Region):
-        out.append(f"{ind}[^{{{it.tag}}}")
+        else:
+            _open(ep, node, f"{ind}{head} [", ind1, out)
+            _items_pretty(node.body, ep, depth + 1, out)
+            _inner(ep, node, ind1, out)
+            out.append(f"{ind}];")
+    elif isinstance(it, A.Region):
+        _open(ep, it, f"{ind}[^{{{it.tag}}}", ind1, out)
         _items_pretty(it.body, ep, depth + 1, out)
+        _inner(ep, it, ind1, out)
         out.append(f"{ind}]^{{{it.tag}}};")
-        return
-    out.append(ind + _stmt(it, ep, True))
+    else:
+        out.append(ind + _stmt(it, ep, True))
+    _trailing(ep, it, out, ind)
+
+
+def print_item(it, layout: str = PRETTY, depth: int = 0, *, outer_comments: bool = True) -> str:
+    """One item (statement, nest or region). ``outer_comments=False`` leaves out the
+    item's own leading and trailing comments (comments inside it are printed), for
+    edits that replace an item's text but not the comments around it."""
+    if not outer_comments:
+        it = A.drop_comments(it, "leading", "trailing")
+    return print_items([it], layout, depth)
+
+
+def print_items(items, layout: str = PRETTY, depth: int = 0) -> str:
+    """Several items, one per line in the pretty layout (concatenated in the compact
+    one); a comment that a strategy copied onto two of them prints once."""
+    ep = _ExprPrinter(layout == PRETTY)
+    if layout != PRETTY:
+        return _items_compact(items, ep)
+    out: list[str] = []
+    _items_pretty(items, ep, depth, out)
+    return "\n".join(out)
 
 
 def print_body(kernel_or_items, layout: str = COMPACT) -> str:
-    """The Step-TP body (no kernel header)."""
-    items = kernel_or_items.body if isinstance(kernel_or_items, A.Kernel) else tuple(kernel_or_items)
+    """The Step-TP body (no kernel header); the pretty layout includes the comments
+    inside it (those of a declared kernel's header, above and after it are not)."""
+    kernel = kernel_or_items if isinstance(kernel_or_items, A.Kernel) else None
+    items = kernel.body if kernel is not None else tuple(kernel_or_items)
     pretty = layout == PRETTY
     ep = _ExprPrinter(pretty)
     if not pretty:
         return _items_compact(items, ep)
     out: list[str] = []
     _items_pretty(items, ep, 0, out)
+    if kernel is not None:  # comments after the last item (a bare body's kernel owns them)
+        _inner(ep, kernel, "", out)
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -199,22 +286,49 @@ def print_signature(k: A.Kernel, layout: str = COMPACT) -> str:
     return f"\\kernel {k.name}({ins}){arrow}({outs})"
 
 
-def print_kernel(k: A.Kernel, layout: str = COMPACT) -> str:
+def print_kernel(k: A.Kernel, layout: str = COMPACT, *, comments: bool | None = None) -> str:
+    """One kernel. ``comments`` (default: on for the pretty layout, off for the compact
+    one) prints its trivia; the compact layout can only keep the comments above the
+    kernel and after it."""
     pretty = layout == PRETTY
+    if comments is None:
+        comments = pretty
     ep = _ExprPrinter(pretty)
     head = print_signature(k, layout)
     if not pretty:
-        return head + "{" + _items_compact(k.body, ep) + "}"
-    out = [head + " {"]
+        text = head + "{" + _items_compact(k.body, ep) + "}"
+        if comments:
+            lead = [t for t in A.comments_at(k, "leading")]
+            trail = A.comments_at(k, "trailing")
+            text = "".join(t + "\n" for t in lead) + text + ("".join(" " + t for t in trail[:1]))
+        return text
+    if not comments:
+        k = A.strip_comments(k)
+    out: list[str] = []
+    _leading(ep, k, "", out)
+    _open(ep, k, head + " {", "  ", out)
     _items_pretty(k.body, ep, 1, out)
+    _inner(ep, k, "  ", out)
     out.append("}")
+    _trailing(ep, k, out, "")
     return "\n".join(out)
 
 
-def print_module(m: A.Module, layout: str = PRETTY) -> str:
+def print_module(m: A.Module, layout: str = PRETTY, *, comments: bool | None = None) -> str:
     """Print a whole file. A single bare kernel without a signature prints as a bare
-    body; everything else prints in the declared form."""
+    body; everything else prints in the declared form. ``comments`` as for
+    :func:`print_kernel`."""
+    pretty = layout == PRETTY
+    if comments is None:
+        comments = pretty
     if len(m.kernels) == 1 and not m.kernels[0].declared and not (m.kernels[0].inputs or m.kernels[0].outputs):
-        return print_body(m.kernels[0], layout) + ("" if layout == PRETTY else "\n")
-    sep = "\n\n" if layout == PRETTY else "\n"
-    return sep.join(print_kernel(k, layout) for k in m.kernels) + "\n"
+        k = m.kernels[0] if comments else A.strip_comments(m.kernels[0])
+        text = print_body(k, layout) + ("" if layout == PRETTY else "\n")
+    else:
+        sep = "\n\n" if pretty else "\n"
+        text = sep.join(print_kernel(k, layout, comments=comments) for k in m.kernels) + "\n"
+    if comments:
+        tail = A.comments_at(m, "inner")
+        if tail:
+            text += "".join((t + "\n") if t else "\n" for t in tail)
+    return text

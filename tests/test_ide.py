@@ -1,0 +1,399 @@
+"""leirc.ide: diagnostics, code actions anchored at source spans, strategy applications
+as minimal text edits (issue 10 item 6). The assists are checked in the style of
+rust-analyzer's ``check_assist(before_with_cursor, after)``: ``$0`` marks the cursor."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import STDLIB
+from leirc import ide
+from leirc.lang.parser import parse
+from leirc.strategies.base import NotApplicable, Step, apply_step, enumerate_sites
+
+COMMENT_RE = re.compile(r"(?<!\S)%[^\n]*")
+
+
+def texts(src: str) -> list[str]:
+    return sorted(m.group(0).rstrip() for m in COMMENT_RE.finditer(src))
+
+
+def cursor(before: str) -> tuple[str, int, int]:
+    i = before.index("$0")
+    text = before[:i] + before[i + 2:]
+    return text, text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+def check_assist(strategy: str, before: str, after: str, **args) -> None:
+    """The action ``strategy`` (with ``args``, a subset of its arguments) is offered at
+    the cursor, and applying it turns the text into exactly ``after``."""
+    text, line, col = cursor(before)
+    actions = ide.code_actions(text, line, col)
+    matching = [a for a in actions if a.step.name == strategy
+                and all(a.step.kwargs.get(k) == v for k, v in args.items())]
+    assert matching, f"{strategy} not offered at {line}:{col}; offered: {sorted({a.step.name for a in actions})}"
+    action = matching[0]
+    assert ide.anchors.contains(action.span, line, col)
+    out = ide.apply_text(text, action.step, action.kernel)
+    assert out == after, out
+    # the edit is what applying the step to the tree gives
+    old = parse(text).module.kernel(action.kernel)
+    assert parse(out).module.kernel(action.kernel) == apply_step(old, action.step)
+
+
+def check_assist_not_applicable(strategy: str, before: str) -> None:
+    text, line, col = cursor(before)
+    assert all(a.step.name != strategy for a in ide.code_actions(text, line, col))
+
+
+# ---------------------------------------------------------------------------
+# the [engine] issue's check: tiling a commented kernel changes only the tiled nest
+
+TILE = r"""% Scale a matrix, then add one.
+\kernel k(A: f32[8, 16]) -> (C: f32[8, 16]) {   % two nests
+  % first nest: add one, written with \cdot and a LaTeX fraction
+  L_{i=0}^{8} L^{16}_{j=0} [ C^{f32,g}_{i,j} = \frac{A^{f32,g}_{i,j}}{2} \cdot 2 + 1; ]; % compact
+
+  % second nest: the one to tile
+  L^{8}_{i=0} L^{16}_{j=0} [
+    % scale in place
+    C^{f32,g}_{i,j} = C^{f32,g}_{i,j} \cdot 3;  % note the \cdot spelling
+  ];  % end of the tiled nest
+  % after everything
+}
+% trailer
+"""
+
+
+def test_tiling_changes_only_the_tiled_nest():
+    old = parse(TILE).module.kernels[0]
+    nest = old.body[1]
+    step = Step.make("loop_tiling", loop="N1.i", factor_outer=2, factor_inner=4)
+    (edit,) = ide.apply_edits(TILE, step)
+    assert (edit.start_line, edit.start_col, edit.end_line, edit.end_col) == (
+        nest.span.line, nest.span.col, nest.span.end_line, nest.span.end_col)
+    out = ide.apply_text(TILE, step)
+    prefix, suffix = TILE[:nest.span.start], TILE[nest.span.end:]
+    assert out.startswith(prefix) and out.endswith(suffix)  # every other byte identical
+    assert parse(out).module.kernels[0] == apply_step(old, step)
+    assert texts(out) == texts(TILE)  # the comments inside the nest survive too
+    assert out[len(prefix):len(out) - len(suffix)] == (
+        "L^{4}_{io=0} L^{4}_{jo=0} L^{2}_{i=0} L^{4}_{j=0} [\n"
+        "    % scale in place\n"
+        "    C^{f32,g}_{io*2+i,jo*4+j} = C^{f32,g}_{io*2+i,jo*4+j}*3; % note the \\cdot spelling\n"
+        "  ];")
+
+
+def test_tiling_a_one_line_nest_rewrites_only_that_line():
+    step = Step.make("loop_tiling", loop="N0.i", factor_outer=2, factor_inner=4)
+    (edit,) = ide.apply_edits(TILE, step)
+    assert edit.start_line == edit.end_line == 4 and edit.start_col == 3
+    out = ide.apply_text(TILE, step).splitlines()
+    lines = TILE.splitlines()
+    assert out[:3] == lines[:3] and out[-9:] == lines[4:]
+    assert out[3] == "  L^{4}_{io=0} L^{4}_{jo=0} L^{2}_{i=0} L^{4}_{j=0} ["
+    assert out[5] == "  ]; % compact"  # the trailing comment stays where it was
+
+
+# ---------------------------------------------------------------------------
+# one check_assist per kind of anchor (loop, loops, stmt, nest, tensor) and edit shape
+
+
+def test_assist_loop_parallelization_replaces_one_nest():
+    check_assist("loop_parallelization", r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  % double it
+  L^{8}_{i=0} [ $0C^{f32,g}_{i} = A^{f32,g}_{i} \cdot 2; ];  % keep me
+}
+""", r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  % double it
+  P^{8}_{i=0} [
+    C^{f32,g}_{i} = A^{f32,g}_{i}*2;
+  ];  % keep me
+}
+""", loop="N0.i")
+
+
+def test_assist_loop_reorder_keeps_the_head_comment():
+    check_assist("loop_reorder", r"""\kernel k(A: f32[4, 8]) -> (C: f32[4, 8]) {
+  L^{4}_{i=0} L^{8}_{j=0} [ % rows, then columns
+    C^{f32,g}_{i,j} = A^{f32,g}_{i,j}$0;
+  ];
+}
+""", r"""\kernel k(A: f32[4, 8]) -> (C: f32[4, 8]) {
+  L^{8}_{j=0} [ % rows, then columns
+    L^{4}_{i=0} [
+      C^{f32,g}_{i,j} = A^{f32,g}_{i,j};
+    ];
+  ];
+}
+""")
+
+
+def test_assist_compute_inline_merges_two_nests_and_leaves_the_third():
+    check_assist("compute_inline", r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  % temporary
+  $0L^{8}_{i=0} [ T^{f32,g}_{i} = A^{f32,g}_{i} + 1; ];
+  % use it
+  L^{8}_{i=0} [ C^{f32,g}_{i} = T^{f32,g}_{i} * 2; ];
+  % untouched
+  L^{8}_{i=0} [ C^{f32,g}_{i} = C^{f32,g}_{i} \cdot 3; ];
+}
+""", r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  % temporary
+  % use it
+  L^{8}_{i=0} [
+    C^{f32,g}_{i} = (A^{f32,g}_{i} + 1)*2;
+  ];
+  % untouched
+  L^{8}_{i=0} [ C^{f32,g}_{i} = C^{f32,g}_{i} \cdot 3; ];
+}
+""", nest=0)
+
+
+def test_assist_operator_fission_splits_a_nest_and_keeps_statement_comments():
+    check_assist("operator_fission", r"""\kernel k(A: f32[8]) -> (C: f32[8], D: f32[8]) {
+  L^{8}_{i=0} [$0
+    C^{f32,g}_{i} = A^{f32,g}_{i} + 1;  % first
+    D^{f32,g}_{i} = A^{f32,g}_{i} * 2;  % second
+  ];
+}
+""", r"""\kernel k(A: f32[8]) -> (C: f32[8], D: f32[8]) {
+  L^{8}_{i=0} [
+    C^{f32,g}_{i} = A^{f32,g}_{i} + 1; % first
+  ];
+  L^{8}_{i=0} [
+    D^{f32,g}_{i} = A^{f32,g}_{i}*2; % second
+  ];
+}
+""")
+
+
+def test_assist_expression_splitting_is_anchored_at_the_statement():
+    before = r"""\kernel k(A: f32[8], B: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ C^{f32,g}_{i} = $0A^{f32,g}_{i} * B^{f32,g}_{i} + A^{f32,g}_{i}; ];
+}
+"""
+    check_assist("expression_splitting", before, r"""\kernel k(A: f32[8], B: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [
+    D^{f32,g}_{i} = A^{f32,g}_{i}*B^{f32,g}_{i};
+  ];
+  L^{8}_{i=0} [
+    C^{f32,g}_{i} = D^{f32,g}_{i} + A^{f32,g}_{i};
+  ];
+}
+""", stmt="N0.S0")
+    # on the loop header, outside the statement, the statement's actions are not offered
+    check_assist_not_applicable("expression_splitting", before.replace("$0", "").replace("L^{8}", "$0L^{8}"))
+
+
+def test_assist_set_storage_scope_is_anchored_at_the_first_writer():
+    before = r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ $0T^{f32,g}_{i} = A^{f32,g}_{i} + 1; ];
+  L^{8}_{i=0} [ C^{f32,g}_{i} = T^{f32,g}_{i} * 2; ];
+}
+"""
+    check_assist("set_storage_scope", before, r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [
+    T^{f32,s}_{i} = A^{f32,g}_{i} + 1;
+  ];
+  L^{8}_{i=0} [
+    C^{f32,g}_{i} = T^{f32,s}_{i}*2;
+  ];
+}
+""", tensor="T", scope="s")
+
+
+def test_assist_dead_code_elimination_deletes_the_nest_but_not_its_comment():
+    check_assist("dead_code_elimination", r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ $0U^{f32,g}_{i} = A^{f32,g}_{i} + 1; ];  % unused
+  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i} * 2; ];
+}
+""", r"""\kernel k(A: f32[8]) -> (C: f32[8]) {
+  % unused
+  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i} * 2; ];
+}
+""")
+
+
+def test_assist_on_a_one_line_kernel_stays_on_one_line():
+    check_assist("loop_tiling",
+                 "\\kernel k(A:f32[4,4])->(C:f32[4,4],D:f32[4]){L^{4}_{i=0}L^{4}_{j=0}[$0C^{f32,g}_{i,j}=A^{f32,g}_{i,j}\\cdot 2;];"
+                 "B^{4}_{tx=0}[D^{f32,g}_{tx}=\\frac{A^{f32,g}_{tx,0}}{2};];}\n",
+                 "\\kernel k(A:f32[4,4])->(C:f32[4,4],D:f32[4]){L^{2}_{io=0}L^{2}_{jo=0}L^{2}_{i=0}L^{2}_{j=0}"
+                 "[C^{f32,g}_{io*2+i,jo*2+j}=A^{f32,g}_{io*2+i,jo*2+j}*2;];"
+                 "B^{4}_{tx=0}[D^{f32,g}_{tx}=\\frac{A^{f32,g}_{tx,0}}{2};];}\n",
+                 loop="N0.i", factor_outer=2, factor_inner=2)
+
+
+# ---------------------------------------------------------------------------
+# positions, anchors, several kernels, broken files
+
+TWO = r"""\kernel first(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i} \cdot 2; ];
+}
+
+% second kernel
+\kernel second(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i} + 1; ];
+}
+"""
+
+
+def test_actions_belong_to_the_kernel_under_the_cursor():
+    acts = ide.code_actions(TWO, 7, 5)
+    assert acts and {a.kernel for a in acts} == {"second"}
+    par = next(a for a in acts if a.step.name == "loop_parallelization")
+    out = ide.apply_text(TWO, par.step, par.kernel)
+    assert out.splitlines()[:6] == TWO.splitlines()[:6]
+    assert out.splitlines()[6] == "  P^{8}_{i=0} ["
+    with pytest.raises(NotApplicable):
+        ide.apply_edits(TWO, par.step)  # two kernels: say which
+
+
+def test_no_actions_between_items_or_outside_kernels():
+    assert ide.code_actions(TILE, 6, 5) == []  # the comment line between the two nests
+    assert ide.code_actions(TILE, 13, 1) == []  # the trailer, outside the kernel
+    assert ide.code_actions("L^{4}_{i=0}[", 1, 1) == []  # a file that does not parse
+
+
+def test_innermost_anchor_first():
+    text = "\\kernel k(A: f32[8], B: f32[8]) -> (C: f32[8]) {\n  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i} * B^{f32,g}_{i} + 1; ];\n}\n"
+    acts = ide.code_actions(text, 2, 20)  # inside the statement
+    sizes = [a.span.end - a.span.start for a in acts]
+    assert sizes == sorted(sizes)
+    assert acts[0].span.col == 17 and {a.step.name for a in acts if a.span.col == 3} >= {"loop_parallelization"}
+    assert all(ide.anchors.contains(a.span, 2, 20) for a in acts)
+
+
+def test_every_site_of_the_stdlib_resolves_to_a_span():
+    n = 0
+    for path in sorted(STDLIB.glob("*.leir"))[:3]:
+        text = path.read_text()
+        for k in parse(text).module.kernels:
+            for site in enumerate_sites(k):
+                for step in site.steps(limit=2):
+                    node = ide.anchor_node(k, step)
+                    assert node is not None and node.span is not None, step
+                    assert text[node.span.start:node.span.end].strip()
+                    n += 1
+    assert n > 30
+
+
+def test_anchor_kinds_resolve_in_one_place():
+    k = parse(TWO).module.kernel("first")
+    loop = k.body[0]
+    stmt = loop.body[0]
+    assert ide.anchor_node(k, Step.make("loop_parallelization", loop="N0.i")) is loop
+    assert ide.anchor_node(k, Step.make("operator_fission", nest=0, at=1)) is loop
+    assert ide.anchor_node(k, Step.make("expression_splitting", stmt="N0.S0", expr=1)) is stmt
+    assert ide.anchor_node(k, Step.make("set_storage_scope", tensor="C", scope="s")) is stmt
+    assert ide.anchor_node(k, Step.make("loop_parallelization", loop="N9.q")) is None
+    assert ide.anchor_node(k, Step.make("no_such_strategy")) is None
+
+
+BROKEN = r"""\kernel bad(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i} ];
+}
+\kernel good(A: f32[8]) -> (C: f32[8]) {
+  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i+1}; ];  % reads past the end
+}
+"""
+
+
+def test_diagnostics_cover_broken_and_good_kernels():
+    ds = ide.diagnostics(BROKEN, "b.leir")
+    assert [(d.code, d.span.line) for d in ds] == [("E001", 2), ("E030", 5)]
+    assert all(d.file == "b.leir" for d in ds)
+    assert ide.diagnostics(TWO) == []
+
+
+def test_actions_and_edits_in_a_file_with_a_broken_kernel():
+    fixed = BROKEN.replace("A^{f32,g}_{i+1}", "A^{f32,g}_{i}")
+    acts = ide.code_actions(fixed, 5, 5)
+    par = next(a for a in acts if a.step.name == "loop_parallelization")
+    assert par.kernel == "good"
+    out = ide.apply_text(fixed, par.step, "good")
+    assert out.splitlines()[:4] == fixed.splitlines()[:4] and "P^{8}_{i=0} [" in out.splitlines()[4]
+    assert out.endswith("];  % reads past the end\n}\n")
+
+
+def test_edits_are_one_based_and_apply_in_any_order():
+    step = Step.make("loop_parallelization", loop="N0.i")
+    text = "\\kernel k(A: f32[8]) -> (C: f32[8]) {\n  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i}; ];\n}\n"
+    (e,) = ide.apply_edits(text, step)
+    assert (e.start_line, e.start_col, e.end_line, e.end_col) == (2, 3, 2, 50)  # end: after '];'
+    assert ide.apply_to_text(text, [e]) == ide.apply_text(text, step)
+
+
+def test_comments_on_rebuilt_nodes_are_kept_above_the_new_items():
+    # fission rebuilds the loop: its head comment has no node to stay on
+    check_assist("operator_fission", r"""\kernel k(A: f32[8]) -> (C: f32[8], D: f32[8]) {
+  % the nest
+  L^{8}_{i=0} [  % head$0
+    C^{f32,g}_{i} = A^{f32,g}_{i} + 1;  % first
+    D^{f32,g}_{i} = A^{f32,g}_{i} * 2;  % second
+  ];  % end
+}
+""", r"""\kernel k(A: f32[8]) -> (C: f32[8], D: f32[8]) {
+  % the nest
+  % head
+  L^{8}_{i=0} [
+    C^{f32,g}_{i} = A^{f32,g}_{i} + 1; % first
+  ];
+  L^{8}_{i=0} [
+    D^{f32,g}_{i} = A^{f32,g}_{i}*2; % second
+  ];  % end
+}
+""")
+
+
+def _commented(text: str) -> str:
+    """``text`` with a comment on its own line before every line and one after it."""
+    return "\n".join(f"% c{i}\n{ln}  % t{i}" if ln.strip() else ln for i, ln in enumerate(text.splitlines())) + "\n"
+
+
+@pytest.mark.parametrize("name", ["softmax", "gemm_bias_relu", "layernorm"])
+def test_strategy_edits_never_lose_a_comment(name):
+    text = _commented((STDLIB / f"{name}.leir").read_text())
+    (k,) = parse(text).module.kernels
+    tried = 0
+    for site in enumerate_sites(k)[:14]:
+        step = site.first_step()
+        try:
+            want = apply_step(k, step)
+        except NotApplicable:
+            continue
+        edits = ide.apply_edits(text, step)
+        out = ide.apply_to_text(text, edits)
+        assert parse(out).module.kernels[0] == want, step
+        assert texts(out) == texts(text), step
+        # minimal: the items of the common prefix and suffix of the old and new bodies
+        # are not inside any edit
+        p = 0
+        while p < min(len(k.body), len(want.body)) and k.body[p] == want.body[p]:
+            p += 1
+        q = 0
+        while q < min(len(k.body), len(want.body)) - p and k.body[-1 - q] == want.body[-1 - q]:
+            q += 1
+        same = list(k.body[:p]) + list(k.body[len(k.body) - q:])
+        for e in edits:
+            for it in same:
+                assert (e.end_line, e.end_col) <= (it.span.line, it.span.col) or \
+                       (it.span.end_line, it.span.end_col) <= (e.start_line, e.start_col), (step, e)
+        tried += 1
+    assert tried >= 5
+
+
+def test_crlf_files_keep_their_line_endings():
+    text = "\\kernel k(A: f32[8]) -> (C: f32[8]) {\r\n  % c\r\n  L^{8}_{i=0} [ C^{f32,g}_{i} = A^{f32,g}_{i}; ];\r\n}\r\n"
+    out = ide.apply_text(text, Step.make("loop_parallelization", loop="N0.i"))
+    assert out == "\\kernel k(A: f32[8]) -> (C: f32[8]) {\r\n  % c\r\n  P^{8}_{i=0} [\r\n    C^{f32,g}_{i} = A^{f32,g}_{i};\r\n  ];\r\n}\r\n"
+
+
+def test_a_step_that_does_not_apply_raises_not_applicable():
+    with pytest.raises(NotApplicable):
+        ide.apply_edits(TWO, Step.make("loop_tiling", loop="N0.i", factor_outer=3, factor_inner=2), "first")
+    with pytest.raises(NotApplicable):
+        ide.apply_edits("L^{4}_{i=0}[", Step.make("loop_parallelization", loop="N0.i"))
