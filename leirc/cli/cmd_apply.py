@@ -7,8 +7,8 @@ import sys
 
 from ..lang import ast as A
 from ..lang.printer import COMPACT, PRETTY, print_module
-from ..strategies import NotApplicable, Step, StrategyBug, get, replay, trace_from_json, trace_to_json
-from ..strategies.base import parse_args
+from ..strategies import NotApplicable, Step, StrategyBug, get, trace_from_json, trace_to_json
+from ..strategies.base import parse_args, plan_step
 from .cmd_fmt import write_atomic
 from .common import load_checked, select_kernel
 
@@ -76,10 +76,14 @@ def run(args) -> int:
     try:
         for st in steps:
             strat = get(st.name)
-            numerics = strat.numerics
-            kernel = replay(kernel, [st])
-            # the one-line rationale lets a reader follow a derivation step by step
-            print(f"applied {st} [{strat.level}, {numerics}]: {strat.summary}", file=sys.stderr)
+            rw = plan_step(kernel, st)
+            kernel = rw.kernel
+            # the one-line rationale lets a reader follow a derivation step by step; the
+            # numerics are those of this application (a tiling of a reduction reassociates)
+            print(f"applied {st} [{strat.level}, {rw.numerics}]: {strat.summary}", file=sys.stderr)
+            if rw.created:
+                # handles let the next --arg name what this step created without guessing
+                print("  created: " + " ".join(f"{k}={v}" for k, v in rw.created.items()), file=sys.stderr)
     except NotApplicable as e:
         print(f"{args.file}: error: {e}", file=sys.stderr)
         for sp in e.spans:

@@ -28,13 +28,16 @@ def _registry(as_json: bool) -> int:
     for s in all_strategies():
         rows.append({"name": s.name, "level": s.level, "numerics": s.numerics, "summary": s.summary,
                      "args": [{"name": a.name, "kind": a.kind, "doc": a.doc, **({"choices": list(a.choices)} if a.choices else {})}
-                              for a in s.args]})
+                              for a in s.args],
+                     # roles `leirc apply` reports as handles ("created: outer=N0.io ...")
+                     "creates": [{"role": r.name, "kind": r.kind} for r in s.creates]})
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
             args = " ".join(f"{a['name']}:{a['kind']}" for a in r["args"])
-            print(f"{r['name']:45} {r['level']:9} {r['numerics']:15} {args}")
+            creates = " -> " + ", ".join(f"{c['role']}:{c['kind']}" for c in r["creates"]) if r["creates"] else ""
+            print(f"{r['name']:45} {r['level']:9} {r['numerics']:15} {args}{creates}")
     return 0
 
 

@@ -23,11 +23,12 @@ largest divisor ≤ 256, bind the outer part to ``blockIdx.x`` and the inner to 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..lang import ast as A
 from ..lang.checker import check_kernel
-from ..strategies import NotApplicable, Step, apply_step, get
-from ..strategies.base import Context
+from ..strategies import NotApplicable, Step, get
+from ..strategies.base import Context, Rewrite, plan_step
 from ..strategies.rewrite import iter_loops, nest_chain
 
 
@@ -38,15 +39,17 @@ class O1Result:
     log: list[str] = field(default_factory=list)
 
 
-def _try(res: O1Result, step: Step) -> bool:
+def _try(res: O1Result, step: Step) -> Optional[Rewrite]:
+    """Apply ``step`` if legal; the Rewrite carries the handles of what it created."""
     try:
-        res.kernel = apply_step(res.kernel, step)
+        rw = plan_step(res.kernel, step)
     except NotApplicable as e:
         res.log.append(f"skip {step}: {e.reason}")
-        return False
+        return None
+    res.kernel = rw.kernel
     res.steps.append(step)
     res.log.append(f"apply {step}")
-    return True
+    return rw
 
 
 def _fuse(res: O1Result) -> None:
@@ -124,9 +127,11 @@ def _vectorize(res: O1Result) -> None:
             if inner.extent % lanes:
                 continue
             before = res.kernel
-            if not _try(res, Step.make("loop_split", loop=ref, factor=lanes)):
+            split = _try(res, Step.make("loop_split", loop=ref, factor=lanes))
+            if split is None:
                 continue
-            if _try(res, Step.make("loop_vectorization", loop=ref)):
+            inner = split.created.get("inner")
+            if inner is not None and _try(res, Step.make("loop_vectorization", loop=inner)):
                 break
             res.kernel = before  # vectorizing the split loop is illegal: undo the split
             res.steps.pop()
@@ -157,12 +162,15 @@ def _bind_cuda(res: O1Result) -> None:
         threads = max(d for d in range(1, min(lp.extent, 256) + 1) if lp.extent % d == 0)
         before = (res.kernel, len(res.steps))
         ok = True
+        inner = ref
         if threads < lp.extent:
-            ok = _try(res, Step.make("loop_split", loop=ref, factor=threads))
-            outer = next((r for r, l, p in iter_loops(res.kernel) if p[0] == idx and l.kind == "L"
-                          and l.extent == lp.extent // threads and l.var.startswith(lp.var + "o")), None)
-            ok = ok and outer is not None and _try(res, Step.make("loop_binding", loop=outer, axis="bx"))
-        ok = ok and _try(res, Step.make("loop_binding", loop=ref, axis="tx"))
+            split = _try(res, Step.make("loop_split", loop=ref, factor=threads))
+            # the split names both parts: no guessing the fresh outer index from its spelling
+            ok = split is not None and "outer" in split.created and "inner" in split.created
+            if ok:
+                inner = split.created["inner"]
+                ok = _try(res, Step.make("loop_binding", loop=split.created["outer"], axis="bx")) is not None
+        ok = ok and _try(res, Step.make("loop_binding", loop=inner, axis="tx")) is not None
         if not ok:
             res.kernel, n = before
             del res.steps[n:]

@@ -290,3 +290,115 @@ def mul(a: A.Expr, b: A.Expr) -> A.Expr:
     if isinstance(a, A.Const) and a.value == 1:
         return b
     return A.BinOp("*", a, b)
+
+
+# ---------------------------------------------------------------------------
+# handles: what a rewrite touched and created
+
+
+def diff_items(old: A.Kernel, new: A.Kernel) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(paths of the old kernel's top-level items that changed or were removed, paths of
+    the new kernel's items that replace them): the minimal middle between the longest
+    common prefix and suffix of the two bodies (structural equality, spans ignored)."""
+    a, b = old.body, new.body
+    p = 0
+    while p < len(a) and p < len(b) and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < len(a) - p and q < len(b) - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
+        q += 1
+    return tuple((i,) for i in range(p, len(a) - q)), tuple((i,) for i in range(p, len(b) - q))
+
+
+def _same_header(x, y) -> bool:
+    if isinstance(x, A.Loop) and isinstance(y, A.Loop):
+        return (x.kind, x.extent, x.var, x.start) == (y.kind, y.extent, y.var, y.start)
+    if isinstance(x, A.Region) and isinstance(y, A.Region):
+        return x.tag == y.tag
+    return False
+
+
+def changed_region(old_items: tuple, new_items: tuple, path: Path = ()) -> tuple[Path, tuple, tuple]:
+    """Where two item lists differ, as narrowly as possible: common prefix and suffix are
+    dropped, and while exactly one item changed and it kept its header (same loop or
+    region), the search descends into its body. Returns (path of the body holding the
+    change, in the new tree; old items; new items)."""
+    while True:
+        p = 0
+        while p < len(old_items) and p < len(new_items) and old_items[p] == new_items[p]:
+            p += 1
+        q = 0
+        while (q < len(old_items) - p and q < len(new_items) - p
+               and old_items[len(old_items) - 1 - q] == new_items[len(new_items) - 1 - q]):
+            q += 1
+        o, n = old_items[p:len(old_items) - q], new_items[p:len(new_items) - q]
+        if len(o) == 1 and len(n) == 1 and _same_header(o[0], n[0]):
+            path, old_items, new_items = path + (p,), o[0].body, n[0].body
+            continue
+        return path + (p,), o, n
+
+
+def _loops_under(items: tuple, path: Path) -> list[tuple[Path, A.Loop]]:
+    out = []
+    for j, it in enumerate(items):
+        p = path[:-1] + (path[-1] + j,)
+        stack = [(p, it)]
+        while stack:
+            q, node = stack.pop()
+            if isinstance(node, A.Loop):
+                out.append((q, node))
+            if isinstance(node, (A.Loop, A.Region)):
+                stack.extend((q + (k,), node.body[k]) for k in reversed(range(len(node.body))))
+    return out
+
+
+def created_loops(old: A.Kernel, new: A.Kernel) -> list[tuple[str, A.Loop, Path]]:
+    """Loops of ``new`` that ``old`` lacks, in pre-order: inside the narrowest changed
+    region, the loops whose header (kind, extent, index, start) no loop of the old region
+    had. A loop that only had its body rewritten keeps its header and is not new."""
+    start, o, n = changed_region(old.body, new.body)
+    spare: dict = {}
+    for _, lp in _loops_under(o, start):
+        key = (lp.kind, lp.extent, lp.var, lp.start)
+        spare[key] = spare.get(key, 0) + 1
+    fresh_paths = []
+    for path, lp in _loops_under(n, start):
+        key = (lp.kind, lp.extent, lp.var, lp.start)
+        if spare.get(key):
+            spare[key] -= 1
+        else:
+            fresh_paths.append(path)
+    refs = {path: (ref, lp) for ref, lp, path in iter_loops(new)}
+    return [(refs[p][0], refs[p][1], p) for p in fresh_paths]
+
+
+def created_tensors(old: A.Kernel, new: A.Kernel) -> list[str]:
+    """Tensors of ``new`` that ``old`` never mentions, in the order of their first write
+    (then of first mention)."""
+    before = {p.name for p in old.inputs + old.outputs}
+    before |= {n.name for n in A.walk(old) if isinstance(n, (A.Access, A.Align))}
+    out: list[str] = []
+    for st in stmts_in(new):
+        if st.target.name not in before and st.target.name not in out:
+            out.append(st.target.name)
+    for n in A.walk(new):
+        if isinstance(n, A.Access) and n.name not in before and n.name not in out:
+            out.append(n.name)
+    return out
+
+
+def resolve_roles(roles, old: A.Kernel, new: A.Kernel) -> dict[str, str]:
+    """Map declared roles (objects with ``name`` and ``kind``) to references in ``new``.
+
+    Roles of one kind are matched to the created loops (tensors) in order. When the count
+    differs, that kind is left unresolved rather than guessed: a missing handle makes a
+    caller skip a step, a wrong one would make it rewrite the wrong loop."""
+    out: dict[str, str] = {}
+    for kind in ("loop", "tensor"):
+        mine = [r for r in roles if r.kind == kind]
+        if not mine:
+            continue
+        refs = [ref for ref, _, _ in created_loops(old, new)] if kind == "loop" else created_tensors(old, new)
+        if len(refs) == len(mine):
+            out.update({r.name: ref for r, ref in zip(mine, refs)})
+    return out
