@@ -198,9 +198,12 @@ class Bridge:
     should be used for both directions of one rewrite, so symbols map back to the same
     accesses."""
 
-    def __init__(self, signs: Optional[dict] = None, ranges: Optional[dict] = None):
+    def __init__(self, signs: Optional[dict] = None, ranges: Optional[dict] = None, finite: Optional[set] = None):
         self.signs = dict(signs or {})
         self.ranges = dict(ranges or {})
+        # None: every float tensor is a real (finite) symbol, the exact-in-reals reading;
+        # a set: float tensors outside it may hold +-inf (extended-real symbols)
+        self.finite = None if finite is None else frozenset(finite)
         self._acc2sym: dict = {}
         self._sym2acc: dict = {}
         self._var2sym: dict = {}
@@ -227,7 +230,13 @@ class Bridge:
         else:
             kw["integer"] = True
         sign = self.signs.get(key.name)
-        if sign == "positive":
+        if key.dtype in A.FLOAT_DTYPES and self.finite is not None and key.name not in self.finite:
+            kw = {"extended_real": True}
+            if sign == "positive":
+                kw["extended_positive"] = True
+            elif sign == "nonnegative":
+                kw["extended_nonnegative"] = True
+        elif sign == "positive":
             kw["positive"] = True
         elif sign == "nonnegative":
             kw["nonnegative"] = True

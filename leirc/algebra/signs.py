@@ -80,3 +80,51 @@ def tensor_signs(result: CheckResult) -> dict[str, str]:
             break
         signs = {n: meet(signs[n], new[n]) for n in written}
     return {n: s for n, s in signs.items() if s is not None}
+
+
+def tensor_finite(result: CheckResult, signs: Optional[dict] = None) -> set[str]:
+    """Names of the tensors of a checked kernel whose every element is finite in real
+    arithmetic, given finite kernel inputs (the reading every ``exact-in-reals`` rewrite
+    relies on): the greatest fixpoint of "every write stores a finite value, assuming the
+    tensors in the set are finite", the same induction over execution order as
+    :func:`tensor_signs`. A value is finite when SymPy proves it (``is_finite`` and
+    ``is_real``) with the other tensors as extended reals: an ``inf`` literal, a division by
+    something not provably non-zero, ``log``/``sqrt`` of something not provably positive
+    make it unknown. Reductions start from their identity, so ``max``/``min`` reductions
+    (identity ``-inf``/``inf``, at least one iteration, E024) are finite when their operand is.
+
+    Floating-point overflow (``exp(100)`` in f32) is not a real-arithmetic infinity; it is
+    the numerics class of the rewrite that risks it."""
+    from .bridge import Bridge, NotRepresentable
+
+    inputs = {p.name for p in result.kernel.inputs}
+    written = sorted({si.stmt.target.name for si in result.stmts} - inputs)
+    signs = tensor_signs(result) if signs is None else signs
+    finite = set(written) | inputs
+    for _ in range(len(written) + 2):
+        bad = set()
+        for si in result.stmts:
+            name = si.stmt.target.name
+            if name in inputs or name in bad:
+                continue
+            ranges = {l.var: (l.start, l.start + l.extent - 1) for l in si.loops}
+            b = Bridge(signs, ranges, finite)
+            e = si.operand if si.kind == "reduce" and si.operand is not None else si.stmt.value
+            try:
+                ok = is_finite_real(b.to_sympy(e))
+            except (NotRepresentable, TypeError, ValueError):
+                ok = False
+            if not ok:
+                bad.add(name)
+        if not bad:
+            break
+        finite -= bad
+    return finite
+
+
+def is_finite_real(value) -> bool:
+    """SymPy proves ``value`` is a finite real number (not +-inf, not NaN, not complex)."""
+    try:
+        return value.is_finite is True and value.is_extended_real is True
+    except Exception:  # pragma: no cover - SymPy assumption queries can raise on odd input
+        return False

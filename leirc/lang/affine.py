@@ -69,20 +69,103 @@ class Facts:
     ranges: dict = field(default_factory=dict)  # var -> (lo, hi)
     linear: list = field(default_factory=list)  # (canon key, lo, hi) for sum(coef*var)
     exprs: list = field(default_factory=list)  # (expr, lo, hi) structural facts
+    # id(node) -> (node, interval, affine form): intervals of a long chain are computed
+    # once, bottom-up, not once per sub-expression; the node is kept so its id stays its own
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+    _memo_key: tuple = field(default=(), compare=False, repr=False)
 
     def copy(self) -> "Facts":
         return Facts(dict(self.ranges), list(self.linear), list(self.exprs))
 
     # -- bounds --------------------------------------------------------------
     def interval(self, e: A.Expr) -> Optional[Interval]:
-        iv = self._interval(e)
-        for fe, lo, hi in self.exprs:
-            if fe == e:
-                iv = _meet(iv, (lo, hi))
-        return iv
+        memo = self._fresh_memo()
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        # post-order over the integer structure, so every node is computed from its
+        # children's memoized results (an explicit stack: chains may be thousands deep)
+        stack = [(e, False)]
+        while stack:
+            n, done = stack.pop()
+            h = memo.get(id(n))
+            if h is not None and h[0] is n:
+                continue
+            if not done:
+                stack.append((n, True))
+                stack.extend((c, False) for c in _interval_children(n))
+                continue
+            af = self._affine_of(n)
+            iv = self._interval(n, af)
+            grounded = iv is not None and self._grounded(n, af)
+            for fe, lo, hi in self.exprs:
+                if fe == n:
+                    iv = _meet(iv, (lo, hi))
+            memo[id(n)] = (n, iv, af, grounded)
+        return memo[id(e)][1]
 
-    def _interval(self, e: A.Expr) -> Optional[Interval]:
-        af = affine(e)
+    def grounded_interval(self, e: A.Expr) -> Optional[Interval]:
+        """``interval(e)`` if it is derived from the variable ranges (refined by the
+        guards) all the way down; None if some part of ``e`` is only bounded by a
+        structural guard fact such as ``J[i] < 5``, which bounds one side and leaves the
+        other at a sentinel, so the interval says nothing about the value's range."""
+        iv = self.interval(e)
+        return iv if self._memo[id(e)][3] else None
+
+    def _grounded(self, n: A.Expr, af) -> bool:
+        if af is not None:
+            return True
+        if isinstance(n, A.Call) and n.func == "if_then_else":
+            t = self.assuming(n.args[0], True)
+            f = self.assuming(n.args[0], False)
+            return ((t.infeasible() or t.grounded_interval(n.args[1]) is not None)
+                    and (f.infeasible() or f.grounded_interval(n.args[2]) is not None))
+        kids = _interval_children(n)
+        if isinstance(n, A.BinOp) and n.op == "%" and isinstance(n.rhs, A.Const):
+            return True  # [0, d-1] whatever the dividend is
+        return all(self._memo[id(c)][3] for c in kids)
+
+    def _fresh_memo(self) -> dict:
+        key = (tuple(self.ranges.items()), len(self.linear), len(self.exprs))
+        if key != self._memo_key:
+            self._memo = {}
+            self._memo_key = key
+        return self._memo
+
+    def _affine_of(self, n: A.Expr) -> Optional[Affine]:
+        """``affine(n)`` from the memoized forms of its operands (computed first)."""
+        def sub(c):
+            h = self._memo.get(id(c))
+            return h[2] if h is not None and h[0] is c else affine(c)
+
+        if isinstance(n, A.Const):
+            return ({}, n.value) if n.is_int else None
+        if isinstance(n, A.Var):
+            return ({n.name: 1}, 0)
+        if isinstance(n, A.Neg):
+            a = sub(n.operand)
+            return None if a is None else ({k: -v for k, v in a[0].items()}, -a[1])
+        if isinstance(n, A.BinOp) and n.op in ("+", "-", "*"):
+            l, r = sub(n.lhs), sub(n.rhs)
+            if l is None or r is None:
+                return None
+            if n.op == "*":
+                if not l[0]:
+                    l, r = r, l
+                if r[0]:
+                    return None
+                c = r[1]
+                return ({k: v * c for k, v in l[0].items() if v * c != 0}, l[1] * c)
+            sg = -1 if n.op == "-" else 1
+            coefs = dict(l[0])
+            for k, v in r[0].items():
+                coefs[k] = coefs.get(k, 0) + sg * v
+            return ({k: v for k, v in coefs.items() if v != 0}, l[1] + sg * r[1])
+        return None
+
+    def _interval(self, e: A.Expr, af: Optional[Affine] = None) -> Optional[Interval]:
+        if af is None:
+            af = affine(e)
         if af is not None:
             coefs, const = af
             lo = hi = const
@@ -233,6 +316,18 @@ class Facts:
             self.exprs.append((y, c - hi if hi < big else -big, c - lo if lo > -big else big))
 
 
+def _interval_children(n: A.Expr) -> tuple:
+    """Operands whose intervals :meth:`Facts._interval` combines (if_then_else branches
+    are evaluated under their own facts)."""
+    if isinstance(n, A.BinOp):
+        return (n.lhs, n.rhs)
+    if isinstance(n, A.Neg):
+        return (n.operand,)
+    if isinstance(n, A.Call) and n.func in ("max", "min"):
+        return tuple(n.args)
+    return ()
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -((-a) // b)
 
@@ -272,3 +367,77 @@ def dense_interval(e: A.Expr, ranges: dict) -> Optional[Interval]:
     lo = const + sum(c * (r[0] if c > 0 else r[1]) for _, _, c, r in terms)
     hi = const + sum(c * (r[1] if c > 0 else r[0]) for _, _, c, r in terms)
     return (lo, hi)
+
+
+# ---------------------------------------------------------------------------
+# exactness: when an interval is not only a bound but is reached
+
+
+def captures(cond: A.Expr, truth: bool, facts: "Facts") -> bool:
+    """True if :meth:`Facts.assuming` records *exactly* the points where ``cond`` evaluates
+    to ``truth``: a conjunction (or, for ``truth`` False, the negation of one comparison or
+    of a disjunction) of comparisons of one loop variable with constants, which refine the
+    variable ranges. Anything else (``!=``, linear facts over several variables, a
+    disjunction that must hold) over-approximates the reachable points."""
+    if isinstance(cond, A.BinOp) and cond.op in ("&", "|"):
+        if (cond.op == "&") != truth:
+            return False
+        return captures(cond.lhs, truth, facts) and captures(cond.rhs, truth, facts)
+    if not isinstance(cond, A.Compare):
+        return False
+    pairs = list(zip(cond.operands, cond.ops, cond.operands[1:]))
+    if not truth:
+        if len(pairs) != 1:
+            return False
+        x, op, y = pairs[0]
+        pairs = [(x, _NEGATE[op], y)]
+    for x, op, y in pairs:
+        if op == "!=":
+            return False
+        ax, ay = affine(x), affine(y)
+        if ax is None or ay is None:
+            return False
+        coefs = dict(ax[0])
+        for k, v in ay[0].items():
+            coefs[k] = coefs.get(k, 0) - v
+        coefs = {k: v for k, v in coefs.items() if v != 0}
+        if len(coefs) != 1 or next(iter(coefs)) not in facts.ranges:
+            return False
+    return True
+
+
+def attained(e: A.Expr, facts: "Facts") -> bool:
+    """True if both ends of ``facts.interval(e)`` are values that ``e`` really takes at
+    some point of the (box-shaped) variable ranges: ``e`` is affine, or built with
+    ``+ - *``, unary minus, ``//`` by a positive constant and ``max``/``min`` from attained
+    parts that share no variable (interval arithmetic is exact for expressions in which
+    every variable occurs once). Linear or structural facts from guards make the set of
+    points smaller than the box, so nothing is claimed then."""
+    if facts.linear or facts.exprs or facts.infeasible():
+        return False
+    return _attained_vars(e, facts) is not None
+
+
+def _attained_vars(e: A.Expr, facts: "Facts") -> Optional[frozenset]:
+    af = affine(e)
+    if af is not None:
+        names = frozenset(af[0])
+        return names if all(v in facts.ranges for v in names) else None
+    if isinstance(e, A.Neg):
+        return _attained_vars(e.operand, facts)
+    parts: list = []
+    if isinstance(e, A.BinOp) and e.op in ("+", "-", "*"):
+        parts = [e.lhs, e.rhs]
+    elif isinstance(e, A.BinOp) and e.op == "//" and isinstance(e.rhs, A.Const) and e.rhs.is_int and e.rhs.value > 0:
+        parts = [e.lhs]
+    elif isinstance(e, A.Call) and e.func in ("max", "min"):
+        parts = list(e.args)
+    else:
+        return None
+    seen: frozenset = frozenset()
+    for p in parts:
+        vs = _attained_vars(p, facts)
+        if vs is None or vs & seen:
+            return None
+        seen |= vs
+    return seen

@@ -45,6 +45,8 @@ CODES: dict[str, str] = {
     "E022": "subscript is not an integer expression",
     "E023": "condition is not boolean",
     "E024": "non-positive loop extent",
+    "E025": "literal does not fit the type it adopts",
+    "E026": "signed integer overflow",
     # bounds and shapes
     "E030": "access out of bounds",
     "E031": "intermediate has an unbounded or negative extent",

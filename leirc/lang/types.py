@@ -62,6 +62,42 @@ def float_result(t: str) -> str:
 
 def expr_type(e: A.Expr) -> Optional[str]:
     """Type of ``e`` (weak types possible); None only for malformed trees."""
+    return expr_types(e)[id(e)]
+
+
+def _operands(e: A.Expr) -> tuple:
+    if isinstance(e, A.Access):
+        return tuple(e.indices)
+    if isinstance(e, A.Neg):
+        return (e.operand,)
+    if isinstance(e, A.Compare):
+        return tuple(e.operands)
+    if isinstance(e, A.BinOp):
+        return (e.lhs, e.rhs)
+    if isinstance(e, A.Call):
+        return tuple(e.args)
+    return ()
+
+
+def expr_types(root: A.Expr) -> dict[int, Optional[str]]:
+    """``{id(node): type}`` for every node of ``root`` (subscripts included), computed
+    bottom-up with an explicit stack, so a left-deep chain of thousands of terms types
+    without recursion."""
+    out: dict[int, Optional[str]] = {}
+    stack = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        if id(n) in out:
+            continue
+        if not done:
+            stack.append((n, True))
+            stack.extend((c, False) for c in _operands(n) if id(c) not in out)
+            continue
+        out[id(n)] = _node_type(n, out)
+    return out
+
+
+def _node_type(e: A.Expr, known: dict) -> Optional[str]:
     if isinstance(e, A.Const):
         return "int_lit" if e.is_int else "float_lit"
     if isinstance(e, A.Var):
@@ -69,13 +105,13 @@ def expr_type(e: A.Expr) -> Optional[str]:
     if isinstance(e, A.Access):
         return e.dtype
     if isinstance(e, A.Neg):
-        return expr_type(e.operand)
+        return known[id(e.operand)]
     if isinstance(e, A.Compare):
         return "bool"
     if isinstance(e, A.BinOp):
         if e.op in ("&", "|"):
             return "bool"
-        lt, rt = expr_type(e.lhs), expr_type(e.rhs)
+        lt, rt = known[id(e.lhs)], known[id(e.rhs)]
         if lt is None or rt is None:
             return None
         t = promote(lt, rt)
@@ -85,10 +121,10 @@ def expr_type(e: A.Expr) -> Optional[str]:
     if isinstance(e, A.Call):
         if e.func in A.CAST_FUNCS:
             return e.func
-        ts = [expr_type(a) for a in e.args]
+        ts = [known[id(a)] for a in e.args]
         if e.func == "if_then_else":
             ts = ts[1:]
-        if any(t is None for t in ts):
+        if not ts or any(t is None for t in ts):
             return None
         t = ts[0]
         for u in ts[1:]:
@@ -97,6 +133,116 @@ def expr_type(e: A.Expr) -> Optional[str]:
             return t
         return float_result(t)
     return None
+
+
+#: inclusive value range of each integer dtype (and of ``int_lit``, which computes in i64)
+INT_RANGES: dict[str, tuple[int, int]] = {
+    **{f"i{b}": (-(1 << (b - 1)), (1 << (b - 1)) - 1) for b in (8, 16, 32, 64)},
+    **{f"u{b}": (0, (1 << b) - 1) for b in (8, 16, 32, 64)},
+    "int_lit": (-(1 << 63), (1 << 63) - 1),
+    "bool": (0, 1),
+}
+
+#: smallest magnitude that rounds to infinity (round to nearest even) in each float dtype
+FLOAT_OVERFLOW: dict[str, float] = {
+    "f16": 65520.0,
+    "bf16": (2 - 2.0**-8) * 2.0**127,
+    "f32": (2 - 2.0**-24) * 2.0**127,
+    "f64": float("inf"),
+}
+
+
+def is_signed_int(t: str) -> bool:
+    return (t in A.INT_DTYPES and t[0] == "i") or t == "int_lit"
+
+
+def literal_misfit(value, target: str) -> Optional[str]:
+    """Why the literal ``value`` (sign applied) cannot be created in the concrete type
+    ``target``, or None if it can. Integer types must hold the value exactly (unsigned
+    types no negative value: ``-1`` meeting ``u8`` is not ``255``); a float literal meeting
+    an integer type (a store into an integer tensor) must be finite and its truncation in
+    range; a float type must not round the literal to infinity (``inf`` itself is fine).
+    ``bool`` accepts everything (``x != 0``)."""
+    if target == "bool" or target not in INT_RANGES and target not in FLOAT_OVERFLOW:
+        return None
+    if target in FLOAT_OVERFLOW:
+        if isinstance(value, float) and value != value:  # pragma: no cover - no NaN literal
+            return None
+        if abs(value) != float("inf") and abs(value) >= FLOAT_OVERFLOW[target]:
+            return f"rounds to infinity in {target} (largest finite {target} is {_float_max(target):.6g})"
+        return None
+    lo, hi = INT_RANGES[target]
+    if isinstance(value, float):
+        if value != value or abs(value) == float("inf"):
+            return f"is not finite and has no {target} value"
+        value = int(value)
+    if value < lo:
+        if target[0] == "u":
+            return f"is negative and {target} is unsigned"
+        return f"is below the {target} range [{lo}, {hi}]"
+    if value > hi:
+        return f"exceeds the {target} range [{lo}, {hi}]"
+    return None
+
+
+def _float_max(t: str) -> float:
+    return {"f16": 65504.0, "bf16": (2 - 2.0**-7) * 2.0**127, "f32": (2 - 2.0**-23) * 2.0**127,
+            "f64": 1.7976931348623157e308}[t]
+
+
+def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=None):
+    """Pre-order ``(node, concrete type, conversion, state)`` for every node of ``root``,
+    following exactly how the interpreter and the lowering evaluate it: a node of type
+    ``t`` computes in ``resolve(t, ctx)`` where ``ctx`` is the type the enclosing operation
+    computes in; ``conversion`` is the type the parent converts the node's value to (the
+    operation type for operands, the target dtype at the top), ``"cast:<dtype>"`` under an
+    explicit cast, None for a subscript (int64). Subscripts of accesses are walked too,
+    with context i64. ``state`` is carried down unchanged, except into the branches of
+    ``if_then_else(c, a, b)``, which get ``refine(state, c, True)`` and
+    ``refine(state, c, False)`` (the checker passes its path facts). Explicit stack:
+    expressions may be deep."""
+    types = expr_types(root)
+
+    def ty(e):
+        return types.get(id(e))
+
+    stack = [(root, ctx, conv, state)]
+    while stack:
+        n, c, cv, st = stack.pop()
+        t = ty(n)
+        T = resolve(t, c) if t is not None else None
+        yield n, T, cv, st
+        kids: list = []
+        if isinstance(n, A.Access):
+            kids = [(i, "i64", None) for i in n.indices]
+        elif isinstance(n, A.Neg):
+            kids = [(n.operand, T, T)]
+        elif isinstance(n, A.Compare):
+            ts = [ty(o) for o in n.operands]
+            if all(x is not None for x in ts):
+                u = ts[0]
+                for x in ts[1:]:
+                    u = promote(u, x)
+                Tc = resolve(u, c)
+                kids = [(o, Tc, Tc) for o in n.operands]
+        elif isinstance(n, A.BinOp):
+            if n.op in ("&", "|"):
+                kids = [(n.lhs, "bool", "bool"), (n.rhs, "bool", "bool")]
+            elif T is not None:
+                kids = [(n.lhs, T, T), (n.rhs, T, T)]
+        elif isinstance(n, A.Call) and T is not None:
+            if n.func in A.CAST_FUNCS:
+                kids = [(n.args[0], n.func, "cast:" + n.func)]
+            elif n.func == "if_then_else":
+                c0 = n.args[0]
+                st_t = refine(st, c0, True) if refine else st
+                st_f = refine(st, c0, False) if refine else st
+                kids = [(c0, "bool", "bool", st), (n.args[1], T, T, st_t), (n.args[2], T, T, st_f)]
+            else:
+                kids = [(a, T, T) for a in n.args]
+        for kid in reversed(kids):
+            k, kc, kcv = kid[:3]
+            stack.append((k, kc, kcv, kid[3] if len(kid) > 3 else st))
 
 
 def resolve(t: str, target: str) -> str:

@@ -18,10 +18,21 @@ is also rejected when it would divide by something that may be zero where the or
 is defined, or take the log of something not provably positive
 (:func:`leirc.algebra.prove.new_singularities`).
 
-All of them are ``exact-in-reals``: equal in real arithmetic wherever the original is
-defined, but rounding differs and overflow thresholds may move (each docstring names the
-risk). They assume the original's denominators are non-zero: e.g. ``cancellation`` of
-``(x*x - x)/x`` gives ``x - 1``, also at ``x = 0`` where the original is NaN.
+All of them are equal in real arithmetic wherever the original is defined (they may
+define more: ``cancellation`` of ``(x*x - x)/x`` gives ``x - 1``, also at ``x = 0`` where
+the original is NaN). Their numerics class says what floating point makes of that:
+
+* ``exact-in-reals`` -- the rewrite regroups the original's own terms and factors
+  (``factorization``, ``collect``, ``expand_collect``, ``powsimp``, ``expand_log``): the
+  result differs by rounding, with an error bound of the same form as the original's, and
+  no intermediate can overflow at magnitudes where the original's do not;
+* ``approximate`` -- the rewrite computes a value the original does not (an exponential
+  split into factors, a product of denominators, a foreign ``z``, an expanded square), which
+  can overflow to inf/NaN or cancel catastrophically at ordinary magnitudes where the
+  original is accurate: ``expand_powsimp`` on a softmax, ``exp(x)*exp(-max)``, overflows at
+  logits of about 90 in f32. Each docstring names the risk. ``cancellation`` is
+  ``exact-in-reals`` for an application that introduces no new exponential, logarithm or
+  power (:meth:`Cancellation.numerics_for`).
 
 The Step-TP reference runs these SymPy functions on subscript-stripped strings; its
 ``expand_log`` *combines* logarithms (``logcombine``) and its ``logsimp`` splits them, the
@@ -313,6 +324,9 @@ class SympyRewrite(CachedRewrite):
     def transform(self, e, b, args: dict):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def precheck(self, ctx: Context, tgt: Target, args: dict) -> None:
+        """Preconditions that need the program (not only the expression); raise NotApplicable."""
+
     def deep(self, e, fn):
         """``fn`` applied to ``e`` with the opaque functions as atoms (arguments transformed too)."""
         from ..algebra.prove import OPAQUE_ALL, OPAQUE_HARD, deep_apply
@@ -331,6 +345,7 @@ class SympyRewrite(CachedRewrite):
             raise self.na(f"cannot model the expression in SymPy: {e}", tgt.stmt) from None
         if self.needs_fraction and not _has_denominator(old):
             raise self.na(f"'{print_expr(node)}' divides by nothing; {self.name} needs a fraction", tgt.stmt)
+        self.precheck(ctx, tgt, args)
         new = self.transform(old, b, args)
         if new == old:
             raise self.na(f"{self.name} does not change '{print_expr(node)}'", tgt.stmt)
@@ -350,6 +365,18 @@ class SympyRewrite(CachedRewrite):
 
     def sites(self, ctx):
         return _sites_by_stmt(self, ctx)
+
+
+def _transcendentals(e: A.Expr) -> set:
+    """The exp/log/pow-like sub-expressions of ``e`` (spans stripped): the values whose
+    range a rewrite can change. Powers with a literal integer exponent are products."""
+    out = set()
+    for n in A.walk(e):
+        if isinstance(n, A.Call) and n.func in ("exp", "log", "pow", "sqrt", "rsqrt", "sigmoid", "tanh", "erf"):
+            out.add(A.strip_spans(n))
+        elif isinstance(n, A.BinOp) and n.op == "**" and not (isinstance(n.rhs, A.Const) and n.rhs.is_int):
+            out.add(A.strip_spans(n))
+    return out
 
 
 def _has_denominator(e) -> bool:
@@ -411,14 +438,15 @@ class Factorization(SympyRewrite):
         return self.deep(e, sp.factor)
 
 
-@strategy("expand_factorization", level="math", numerics="exact-in-reals", args=[_STMT, _AT])
+@strategy("expand_factorization", level="math", numerics="approximate", args=[_STMT, _AT])
 class ExpandFactorization(SympyRewrite):
     """Multiply out products and integer powers of sums (SymPy ``expand``, the inverse of factorization).
 
     ``(x - g)**2`` -> ``x**2 - 2*x*g + g**2``. Exponentials and logarithms are not split
-    (``expand_powsimp``/``expand_log`` do that). Exact in the reals; the expanded form can
-    lose all significant digits to cancellation (the reference's LayerNorm variance
-    ``A**2 - 2*A*G + G**2`` is the textbook example), and more operations are executed.
+    (``expand_powsimp``/``expand_log`` do that). Exact in the reals but approximate in
+    floating point: the expanded form can lose all significant digits to cancellation (the
+    reference's LayerNorm variance ``A**2 - 2*A*G + G**2`` is the textbook example), and
+    the squares overflow where the difference did not; more operations are executed.
 
     Before: \\kernel k(X:f32[8],M:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=(X^{f32,g}_{i}-M^{f32,g}_{i})**2;];}
     Args: stmt=N0.S0
@@ -432,14 +460,16 @@ class ExpandFactorization(SympyRewrite):
         return self.deep(e, lambda x: sp.expand(x, power_exp=False, power_base=False, log=False))
 
 
-@strategy("cancellation", level="math", numerics="exact-in-reals", args=[_STMT, _AT])
+@strategy("cancellation", level="math", numerics="approximate", args=[_STMT, _AT])
 class Cancellation(SympyRewrite):
     """Write a rational expression as one fraction p/q with common factors cancelled (SymPy ``cancel``).
 
     ``exp`` is transparent, so ``(exp(x) - exp(-x))/(exp(x) + exp(-x))`` becomes
-    ``(exp(2*x) - 1)/(exp(2*x) + 1)`` as in the reference. Assumes the original's
-    denominators are non-zero (a cancelled factor's zeros disappear). Overflow risk: the
-    example overflows for x > 44 in f32 (``exp(2*x)``) where the original did not.
+    ``(exp(2*x) - 1)/(exp(2*x) + 1)`` as in the reference. Where the original divides by
+    zero the result may be defined (a cancelled factor's zeros disappear). Approximate when
+    the result has an exponential, logarithm or power the original does not: the example
+    overflows for x > 44 in f32 (``exp(2*x)``) where the original did not; otherwise (plain
+    polynomial cancellation such as the one below) exact-in-reals.
 
     Before: \\kernel k(X:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=(X^{f32,g}_{i}**2-1)/(X^{f32,g}_{i}+1);];}
     Args: stmt=N0.S0
@@ -453,21 +483,35 @@ class Cancellation(SympyRewrite):
         sp = _sympy()
         return self.deep(e, sp.cancel)
 
+    def numerics_for(self, ctx, args):
+        new = self._result(ctx, args)
+        ref = args["stmt"]
+        before = _transcendentals(find_stmt(ctx.kernel, ref)[0].value)
+        after = _transcendentals(find_stmt(new, ref)[0].value)
+        return "exact-in-reals" if after <= before else "approximate"
 
-@strategy("expand_cancellation", level="math", numerics="exact-in-reals",
+
+@strategy("expand_cancellation", level="math", numerics="approximate",
           args=[_STMT, Arg("z", "expr", "factor to multiply numerator and denominator by; must be provably non-zero"), _AT])
 class ExpandCancellation(SympyRewrite):
     """Multiply numerator and denominator of a fraction by a non-zero ``z`` and expand (the inverse of cancellation).
 
     ``(exp(2*x) - 1)/(exp(2*x) + 1)`` with ``z=exp(-x)`` -> ``(exp(x) - exp(-x))/(exp(x) + exp(-x))``.
     ``z`` must be provably non-zero (an ``exp``, a positive constant, a tensor the sign
-    analysis proves positive) and finite; otherwise the rewrite is rejected. Exact in the
-    reals; overflow thresholds move with ``z``.
+    analysis proves positive) and finite (as for ``additive_split``: no tensor that may
+    hold ``-inf`` padding); otherwise the rewrite is rejected. Exact in the reals,
+    approximate in floating point: numerator and denominator are scaled by ``z`` and
+    overflow or underflow where the original did not.
 
     Before: \\kernel k(X:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=(exp(2*X^{f32,g}_{i})-1)/(exp(2*X^{f32,g}_{i})+1);];}
     Args: stmt=N0.S0 z=exp(-X^{f32,g}_{i})
     After: \\kernel k(X:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=(exp(X^{f32,g}_{i})-exp(-X^{f32,g}_{i}))/(exp(X^{f32,g}_{i})+exp(-X^{f32,g}_{i}));];}
     """
+
+    def precheck(self, ctx, tgt, args):
+        require_finite(self, ctx, tgt, parse_expr(self, args["z"], "z"),
+                       "multiplying numerator and denominator by an infinite z gives inf/inf = NaN",
+                       claim="finite and non-zero")
 
     def transform(self, e, b, args):
         sp = _sympy()
@@ -491,15 +535,17 @@ class ExpandCancellation(SympyRewrite):
         return sp.Mul(mul_out(p), sp.Pow(mul_out(q), -1), evaluate=False)
 
 
-@strategy("apart", level="math", numerics="exact-in-reals",
+@strategy("apart", level="math", numerics="approximate",
           args=[_STMT, Arg("on", "expr", "variable (access or index) of the partial fraction decomposition; "
                                          "optional when the expression has one", default=""), _AT])
 class Apart(SympyRewrite):
     """Split a fraction into a sum of simpler fractions in one variable (SymPy ``apart``; the inverse of together).
 
     ``(d*(a-g) + e*s)/s`` on ``d`` -> ``d*(a-g)/s + e``. The denominators of the result
-    divide the original's, so it is defined wherever the original is. Exact in the reals;
-    more divisions are executed.
+    divide the original's, so it is defined wherever the original is. Exact in the reals,
+    approximate in floating point: the separate fractions can cancel catastrophically
+    (``1/(x*(x+1))`` -> ``1/x - 1/(x+1)`` loses every digit for large x); more divisions
+    are executed.
 
     Before: \\kernel k(A:f32[8],D:f32[8],E:f32[8],S:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=(D^{f32,g}_{i}*A^{f32,g}_{i}+E^{f32,g}_{i}*S^{f32,g}_{i})/S^{f32,g}_{i};];}
     Args: stmt=N0.S0 on=D^{f32,g}_{i}
@@ -523,13 +569,14 @@ class Apart(SympyRewrite):
         return _sites_by_stmt(self, ctx, lambda c, r: {"on": _access_candidates(c, r)})
 
 
-@strategy("together", level="math", numerics="exact-in-reals", args=[_STMT, _AT])
+@strategy("together", level="math", numerics="approximate", args=[_STMT, _AT])
 class Together(SympyRewrite):
     """Bring a sum of fractions over one common denominator (SymPy ``together``).
 
     ``d*(a-g)/s + e`` -> ``(d*(a-g) + e*s)/s`` (the reference's LayerNorm output). The new
-    denominator is a product of the old ones. Exact in the reals; the product can overflow
-    where the separate fractions did not.
+    denominator is a product of the old ones. Exact in the reals, approximate in floating
+    point: the product of denominators can overflow or underflow where the separate
+    fractions did not.
 
     Before: \\kernel k(A:f32[8],D:f32[8],E:f32[8],S:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=D^{f32,g}_{i}*A^{f32,g}_{i}/S^{f32,g}_{i}+E^{f32,g}_{i};];}
     Args: stmt=N0.S0
@@ -561,13 +608,15 @@ class Powsimp(SympyRewrite):
         return self.deep(e, lambda x: sp.powsimp(x, deep=True))
 
 
-@strategy("expand_powsimp", level="math", numerics="exact-in-reals", args=[_STMT, _AT])
+@strategy("expand_powsimp", level="math", numerics="approximate", args=[_STMT, _AT])
 class ExpandPowsimp(SympyRewrite):
     """Split powers of sums and products (the inverse of powsimp): ``exp(a - b)`` -> ``exp(a)*exp(-b)``.
 
     This is what the Step-TP reference's ``factorization`` produced on softmax. Splits of
-    ``(x*y)**a`` need positivity and happen only when proven. Exact in the reals;
-    overflow risk: ``exp(a)`` overflows (a > 88 in f32) where ``exp(a - b)`` did not.
+    ``(x*y)**a`` need positivity and happen only when proven. Exact in the reals,
+    approximate in floating point: ``exp(a)`` overflows (a > 88 in f32) where
+    ``exp(a - b)`` did not, so a softmax ``exp(x - max)`` rewritten to
+    ``exp(x)*exp(-max)`` is inf*0 = NaN at logits of about 90.
 
     Before: \\kernel k(A:f32[8],D:f32[8])->(Y:f32[8]){L^{8}_{i=0}[Y^{f32,g}_{i}=exp(A^{f32,g}_{i}-D^{f32,g}_{i});];}
     Args: stmt=N0.S0
@@ -580,14 +629,15 @@ class ExpandPowsimp(SympyRewrite):
                                                 multinomial=False, log=False, basic=False))
 
 
-@strategy("logsimp", level="math", numerics="exact-in-reals", args=[_STMT, _AT])
+@strategy("logsimp", level="math", numerics="approximate", args=[_STMT, _AT])
 class Logsimp(SympyRewrite):
     """Combine logarithms (SymPy ``logcombine``): ``log(a) + log(b)`` -> ``log(a*b)``.
 
     Only where the arguments are provably positive (``force=False``). The Step-TP reference
     names this rewrite ``expand_log`` and its inverse ``logsimp``, the opposite of what the
-    names say; leirc uses the names in their plain meaning. Exact in the reals; the
-    product inside the log can overflow or underflow where the separate logs did not.
+    names say; leirc uses the names in their plain meaning. Exact in the reals,
+    approximate in floating point: the product inside the log can overflow or underflow
+    where the separate logs did not.
 
     Before: \\kernel k(A:f32[4,8])->(Y:f32[4,8]){L^{4}_{i=0}L^{8}_{j=0}[E^{f32,g}_{i}=E^{f32,g}_{i}+exp(A^{f32,g}_{i,j});];L^{4}_{i=0}L^{8}_{j=0}[Y^{f32,g}_{i,j}=log(E^{f32,g}_{i})-log(exp(A^{f32,g}_{i,j})+1);];}
     Args: stmt=N1.S0
@@ -666,7 +716,44 @@ class ExpandCollect(SympyRewrite):
 # splits that introduce an existing value z (built on the LEIR tree, proven in SymPy)
 
 
-def _z_arg(s: Strategy, b, text: str):
+def finite_tensors(ctx: Context) -> set:
+    """Tensors proven finite in real arithmetic (:func:`leirc.algebra.signs.tensor_finite`),
+    cached on the context."""
+    from ..algebra.signs import tensor_finite, tensor_signs
+
+    fin = getattr(ctx, "_math_finite", None)
+    if fin is None:
+        signs = getattr(ctx, "_math_signs", None)
+        if signs is None:
+            signs = tensor_signs(ctx.result)
+            ctx._math_signs = signs
+        fin = tensor_finite(ctx.result, signs)
+        ctx._math_finite = fin
+    return fin
+
+
+def require_finite(s: Strategy, ctx: Context, tgt: Target, z: A.Expr, what: str, claim: str = "finite") -> None:
+    """NotApplicable unless ``z`` is provably finite: built from finite literals, kernel
+    inputs (real numbers by the exact-in-reals contract) and tensors whose every write is
+    finite, with divisions and logarithms only where the divisor or argument is provably
+    non-zero or positive. ``-inf`` padding, or a tensor that may hold it, is rejected."""
+    from ..algebra.bridge import Bridge, NotRepresentable
+    from ..algebra.signs import is_finite_real
+
+    fin = finite_tensors(ctx)
+    ranges = {l.var: (l.start, l.start + l.extent - 1) for l in tgt.info.loops}
+    try:
+        zs = Bridge(ctx._math_signs, ranges, fin).to_sympy(z)
+    except NotRepresentable as e:
+        raise s.na(f"argument 'z': {e}") from None
+    if not is_finite_real(zs):
+        maybe_inf = sorted({a.name for a in A.walk(z) if isinstance(a, A.Access) and a.name not in fin})
+        why = (f"'{', '.join(maybe_inf)}' may hold an infinity (an inf literal, a division or log it cannot "
+               f"prove safe)" if maybe_inf else "the value may be infinite or NaN")
+        raise s.na(f"argument 'z': cannot prove '{print_expr(z)}' is {claim}: {why}; {what}", tgt.stmt)
+
+
+def _z_arg(s: Strategy, ctx: Context, tgt: Target, b, text: str, what: str):
     from ..algebra.bridge import NotRepresentable
 
     z = parse_expr(s, text, "z")
@@ -674,8 +761,7 @@ def _z_arg(s: Strategy, b, text: str):
         zs = b.to_sympy(z)
     except NotRepresentable as e:
         raise s.na(f"argument 'z': {e}") from None
-    if zs.is_finite is not True:
-        raise s.na(f"argument 'z': cannot prove '{print_expr(z)}' is finite (an infinite z gives inf - inf = NaN)")
+    require_finite(s, ctx, tgt, z, what)
     return z, zs
 
 
@@ -703,15 +789,16 @@ def _split_z_candidates(ctx: Context, ref: str, previous: bool = True) -> list[s
 _Z = Arg("z", "expr", "the value to introduce (LEIR text, e.g. an access such as D^{f32,g}_{i})")
 
 
-@strategy("exponential_split", level="math", numerics="exact-in-reals", args=[_STMT, _Z, _AT])
+@strategy("exponential_split", level="math", numerics="approximate", args=[_STMT, _Z, _AT])
 class ExponentialSplit(CachedRewrite):
     """Split ``exp(x - y)`` into ``exp(x - z)*exp(z - y)`` around a value ``z`` (``exp(u)`` -> ``exp(u - z)*exp(z)``).
 
     The building block of the online-softmax rescaling: with ``z`` the running maximum,
     ``exp(x - m_new) = exp(x - m_old)*exp(m_old - m_new)``. ``at`` selects the ``exp`` call
     (default: the first one); ``z`` must be finite and must differ from ``x`` and ``y`` (the
-    reference's degenerate ``exp(A-D)*exp(D-D)`` is rejected). Exact in the reals; overflow
-    risk: either factor can overflow although the product would not.
+    reference's degenerate ``exp(A-D)*exp(D-D)`` is rejected); "finite" is proved as for
+    ``additive_split``. Exact in the reals, approximate in floating point: either factor
+    can overflow although the product would not.
 
     Before: \\kernel k(A:f32[4,8],D:f32[4],M:f32[4])->(Y:f32[4,8]){L^{4}_{i=0}L^{8}_{j=0}[Y^{f32,g}_{i,j}=exp(A^{f32,g}_{i,j}-D^{f32,g}_{i});];}
     Args: stmt=N0.S0 z=M^{f32,g}_{i}
@@ -725,7 +812,7 @@ class ExponentialSplit(CachedRewrite):
         if not (isinstance(node, A.Call) and node.func == "exp"):
             raise self.na(f"'{print_expr(node)}' is not an exp(...) call", tgt.stmt)
         b = bridge_for(ctx, tgt)
-        z, _ = _z_arg(self, b, args["z"])
+        z, _ = _z_arg(self, ctx, tgt, b, args["z"], "an infinite z gives exp(inf)*exp(-inf) = inf*0 = NaN")
         u = node.args[0]
         if isinstance(u, A.BinOp) and u.op == "-":
             x, y = u.lhs, u.rhs
@@ -743,7 +830,7 @@ class ExponentialSplit(CachedRewrite):
         return _sites_by_stmt(self, ctx, lambda c, r: {"z": _split_z_candidates(c, r)})
 
 
-@strategy("multiplicative_split", level="math", numerics="exact-in-reals", args=[_STMT, _Z, _AT])
+@strategy("multiplicative_split", level="math", numerics="approximate", args=[_STMT, _Z, _AT])
 class MultiplicativeSplit(CachedRewrite):
     """Rewrite ``x`` as ``x/z*z`` for a value ``z`` that is provably non-zero.
 
@@ -751,8 +838,9 @@ class MultiplicativeSplit(CachedRewrite):
     rewrites. ``z = 0`` would turn x into NaN, so ``z`` must be provably non-zero under the
     sign facts of :mod:`leirc.algebra.signs` (an ``exp(...)``, a positive literal, a sum of
     exponentials, ...); the reference accepts any neighbour value (``x/F_{tx-1}*F_{tx-1}``),
-    which is NaN wherever it is 0. ``at`` selects x (default: the whole operand or
-    right-hand side). Exact in the reals; ``x/z`` can overflow or underflow.
+    which is NaN wherever it is 0. ``z`` must also be provably finite (as for
+    ``additive_split``). ``at`` selects x (default: the whole operand or right-hand side).
+    Exact in the reals, approximate in floating point: ``x/z`` can overflow or underflow.
 
     Before: \\kernel k(A:f32[4,8])->(Y:f32[4,8]){L^{4}_{i=0}L^{8}_{j=0}[E^{f32,g}_{i}=E^{f32,g}_{i}+exp(A^{f32,g}_{i,j});];L^{4}_{i=0}L^{8}_{j=0}[Y^{f32,g}_{i,j}=A^{f32,g}_{i,j}*2;];}
     Args: stmt=N1.S0 z=E^{f32,g}_{i}
@@ -765,7 +853,7 @@ class MultiplicativeSplit(CachedRewrite):
         b = bridge_for(ctx, tgt)
         from ..algebra.prove import is_nonzero
 
-        z, zs = _z_arg(self, b, args["z"])
+        z, zs = _z_arg(self, ctx, tgt, b, args["z"], "an infinite z gives x/inf*inf = 0*inf = NaN")
         if not is_nonzero(zs):
             raise self.na(f"cannot prove z = '{print_expr(z)}' is non-zero (x/z*z is NaN where z = 0)", tgt.stmt)
         new = A.BinOp("*", A.BinOp("/", node, z), z)
@@ -776,15 +864,20 @@ class MultiplicativeSplit(CachedRewrite):
         return _sites_by_stmt(self, ctx, lambda c, r: {"z": _split_z_candidates(c, r, previous=False)})
 
 
-@strategy("additive_split", level="math", numerics="exact-in-reals", args=[_STMT, _Z, _AT])
+@strategy("additive_split", level="math", numerics="approximate", args=[_STMT, _Z, _AT])
 class AdditiveSplit(CachedRewrite):
     """Rewrite ``x`` as ``x + z - z`` for a finite value ``z``.
 
     A re-association step: later rewrites (collect, cancellation, fusion) can pair ``x + z``
-    and ``-z`` with other terms. ``z`` must be finite (``inf - inf`` is NaN). For a
-    reduction only the operand changes (``S = S + (x + z - z)``), so the accumulation keeps
-    its form. ``at`` selects x (default: the whole operand or right-hand side). Exact in the
-    reals; ``x + z`` rounds (and can overflow) before ``z`` is subtracted.
+    and ``-z`` with other terms. ``z`` must be provably finite (``inf - inf`` is NaN):
+    built from finite literals, kernel inputs (real numbers, the exact-in-reals reading) and
+    intermediates whose every write is finite (:func:`leirc.algebra.signs.tensor_finite`),
+    dividing only by what is provably non-zero; a ``-inf`` padded tensor (max pooling) or
+    anything read from it is rejected. For a reduction only the operand changes
+    (``S = S + (x + z - z)``), so the accumulation keeps its form. ``at`` selects x
+    (default: the whole operand or right-hand side). Exact in the reals, approximate in
+    floating point: ``x + z`` rounds to the precision of ``z`` (every digit of x is lost
+    when ``|z|`` is much larger) and can overflow before ``z`` is subtracted.
 
     Before: \\kernel k(A:f32[4,8],G:f32[4])->(S:f32[4]){L^{4}_{i=0}L^{8}_{j=0}[S^{f32,g}_{i}=S^{f32,g}_{i}+A^{f32,g}_{i,j};];}
     Args: stmt=N0.S0 z=G^{f32,g}_{i}
@@ -795,7 +888,7 @@ class AdditiveSplit(CachedRewrite):
         tgt = math_target(self, ctx, args["stmt"])
         path, node = locate(self, tgt, args.get("at", ""))
         b = bridge_for(ctx, tgt)
-        z, _ = _z_arg(self, b, args["z"])
+        z, _ = _z_arg(self, ctx, tgt, b, args["z"], "an infinite z gives x + inf - inf = NaN")
         new = A.BinOp("-", A.BinOp("+", node, z), z)
         prove(self, tgt, b, node, new)
         return finish(self, ctx, tgt, replace_subexpr(tgt.expr, path, new))
