@@ -1,4 +1,4 @@
-"""The ``leirc simplify`` pipeline (leirc.algebra.simplify) and its command."""
+"""The ``leirc simplify`` pipeline (leirc.opt.simplify) and its command."""
 
 import json
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from leirc.algebra.simplify import PASSES, simplify_expr, simplify_kernel
+from leirc.opt.simplify import PASSES, simplify_expr, simplify_kernel
 from leirc.lang import ast as A
 from leirc.lang.checker import check_kernel
 from leirc.lang.parser import parse

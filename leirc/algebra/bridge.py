@@ -104,7 +104,7 @@ class sigmoid(sp.Function):  # noqa: N801 - SymPy function names are lower case
         return (1 / (1 + sp.exp(-self.args[0])))._eval_evalf(prec)
 
 
-class _Cast(sp.Function):
+class CastBase(sp.Function):
     """Base of the per-dtype cast functions ``f32(x)``, ``i64(x)``, ..."""
 
     nargs = 1
@@ -158,7 +158,7 @@ class _Cast(sp.Function):
 @lru_cache(maxsize=None)
 def cast_function(dtype: str):
     """The SymPy function class standing for the LEIR cast ``dtype(x)``."""
-    return type(dtype, (_Cast,), {"dtype": dtype})
+    return type(dtype, (CastBase,), {"dtype": dtype})
 
 
 # ---------------------------------------------------------------------------
@@ -460,7 +460,7 @@ class Bridge:
             return A.Call("floor", (self._back(arg),))
         if isinstance(s, sp.ceiling):
             return A.Call("ceil", (self._back(s.args[0]),))
-        if isinstance(s, _Cast):
+        if isinstance(s, CastBase):
             return A.Call(s.dtype, (self._back(s.args[0]),))
         fname = {sp.exp: "exp", sp.log: "log", sp.Abs: "abs", sp.erf: "erf", sp.tanh: "tanh", sigmoid: "sigmoid"}.get(s.func)
         if fname is not None:

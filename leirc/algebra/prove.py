@@ -16,9 +16,9 @@ _ASSUMPTIONS = ("positive", "negative", "nonnegative", "nonpositive", "nonzero",
 
 
 def _opaque_types(extra: tuple) -> tuple:
-    from .bridge import _Cast, sigmoid
+    from .bridge import CastBase, sigmoid
 
-    return extra + (sigmoid, _Cast)
+    return extra + (sigmoid, CastBase)
 
 
 def deep_apply(e, fn, opaque: tuple = OPAQUE_HARD):

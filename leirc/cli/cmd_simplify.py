@@ -1,5 +1,5 @@
 """``leirc simplify KERNEL.leir``: run the canonical simplification pipeline
-(:mod:`leirc.algebra.simplify`) and print the result (``--json``: what changed)."""
+(:mod:`leirc.opt.simplify`) and print the result (``--json``: what changed)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..algebra.simplify import PASSES, simplify_kernel
+    from ..opt.simplify import PASSES, simplify_kernel
 
     cf, status = load_checked(args.file)
     if cf is None:

@@ -416,11 +416,11 @@ def simplify_expr(e: A.Expr, nonzero=lambda z: False) -> tuple[A.Expr, dict]:
 
 def simplify_kernel(kernel: A.Kernel, result: Optional[CheckResult] = None) -> tuple[A.Kernel, KernelReport]:
     """Simplify every statement of a checked kernel (see the module docstring)."""
+    from ..algebra.bridge import Bridge, NotRepresentable
+    from ..algebra.prove import is_nonzero, prove_equal
+    from ..algebra.signs import tensor_signs
     from ..strategies.math_expr import accumulation
     from ..strategies.rewrite import find_stmt, iter_stmts, replace_at
-    from .bridge import Bridge, NotRepresentable
-    from .prove import is_nonzero, prove_equal
-    from .signs import tensor_signs
 
     res = result if result is not None else check_kernel(kernel)
     rep = KernelReport(kernel.name)
