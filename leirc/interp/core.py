@@ -23,9 +23,20 @@ Semantics (docs/language.md §3-§8; the TVM lowering implements the same):
   out-of-range value in a taken branch raises :class:`InterpError` naming the access, its
   span and the loop indices.
 * Outputs and intermediates start *poisoned* (NaN payloads / integer sentinels, see
-  :mod:`leirc.interp.dtypes`), so reads of unwritten memory show up as NaN.
+  :mod:`leirc.interp.dtypes`), so reads of unwritten memory show up as NaN. With
+  ``run(..., check_uninit=True)`` such a read (in a taken branch) is an error:
+  ``InterpError("uninitialized read: ...")`` naming the tensor, element and statement.
+* NaN: ``max``/``min`` propagate it (NaN if either operand is NaN, like
+  ``torch.maximum``; also in max/min reductions); comparisons follow IEEE 754 (every
+  comparison with a NaN operand is false except ``!=``); ``bool(NaN)`` is true.
+* Signed integer overflow (i8 i16 i32 i64) in ``+ - *``, unary ``-``, ``abs`` and
+  ``min // -1`` is an error: ``InterpError("signed integer overflow: ...")``, including the running values of
+  vectorized sums. Unsigned arithmetic wraps modulo 2^n; conversions wrap.
 
-Execution is vectorized (see :mod:`leirc.interp.plan` for when each loop may be): the
+The literal execution (``Interpreter(result, vectorize=False)``: every loop iterates,
+statements are evaluated element by element) *is* these semantics. By default execution
+is vectorized (see :mod:`leirc.interp.plan` for when each loop may be, a condition
+written independently of the checker's dependence analysis): the
 interpreter binds each vectorized loop index to an ``arange`` on its own axis (axis = the
 loop's nesting depth), evaluates whole expression grids with NumPy broadcasting (affine,
 provably in-bounds subscripts become zero-copy strided views; others use fancy indexing),
@@ -55,6 +66,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import warnings
 from dataclasses import replace
 from typing import Callable, Optional
@@ -78,9 +90,9 @@ MAX_ELEMENTS = 1 << 24
 class InterpError(Exception):
     """A run-time error of the program (out-of-range subscript, bad inputs)."""
 
-    def __init__(self, message: str, span: Optional[A.Span] = None):
+    def __init__(self, message: str, span: Optional[A.Span] = None, *, locate: bool = True):
         self.span = span
-        loc = f"{span.line}:{span.col}: " if span is not None else ""
+        loc = f"{span.line}:{span.col}: " if span is not None and locate else ""
         super().__init__(loc + message)
         self.message = message
 
@@ -100,13 +112,15 @@ class VecBind:
 
 
 class _State:
-    __slots__ = ("env", "tensors", "guards", "maxd")
+    __slots__ = ("env", "tensors", "guards", "maxd", "written")
 
-    def __init__(self, tensors: dict, maxd: int):
+    def __init__(self, tensors: dict, maxd: int, written: Optional[dict] = None):
         self.env: dict = {}
         self.tensors = tensors
         self.guards: list = []
         self.maxd = maxd
+        # tensor name -> bool array of the elements written so far (check_uninit only)
+        self.written = written
 
     def guard_mask(self):
         m = None
@@ -144,6 +158,59 @@ _ARITH = {
 }
 
 
+_PY_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+#: signed integer types: + - * and unary minus (and abs) must not overflow (an error in
+#: LEIR; unsigned types wrap modulo 2^n)
+SIGNED = ("i8", "i16", "i32", "i64")
+_I64_MIN = np.iinfo(np.int64).min
+
+
+def _overflow_fn(op: str, T: str):
+    """``f(a, b) -> (result, bad)`` for ``a op b`` in signed type ``T``: the wrapped NumPy
+    result and a mask (or bool) of the elements where the exact result is out of range.
+    i8/i16/i32 are computed exactly in int64 and range-checked; i64 uses the sign rules
+    of two's complement for + - and an exact division check for *."""
+    dt = D.np_dtype(T)
+    info = np.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    u = _ARITH[op]
+    exact = _PY_ARITH[op]
+
+    def scalar(a, b):
+        # literal execution: one element, exactly in Python integers
+        r = exact(int(a), int(b))
+        ok = lo <= r <= hi
+        return np.int64(((r + (1 << 63)) % (1 << 64)) - (1 << 63)).astype(dt), not ok
+
+    if T != "i64":
+        def narrow(a, b):
+            if a.__class__ is not np.ndarray and b.__class__ is not np.ndarray:
+                return scalar(a, b)
+            r = u(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+            bad = (r < lo) | (r > hi)
+            return r.astype(dt), bad
+
+        return narrow
+
+    def wide(a, b):
+        if a.__class__ is not np.ndarray and b.__class__ is not np.ndarray:
+            return scalar(a, b)
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        r = u(a, b)
+        if op == "+":
+            bad = ((a ^ r) & (b ^ r)) < 0
+        elif op == "-":
+            bad = ((a ^ b) & (a ^ r)) < 0
+        else:
+            safe = np.where((a == 0) | (a == -1), 1, a)
+            bad = np.where(a == -1, b == _I64_MIN, (a != 0) & (r // safe != b))
+        return r, bad
+
+    return wide
+
+
 def _int_power(a, b):
     if np.any(np.asarray(b) < 0):
         r = np.power(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
@@ -179,6 +246,30 @@ _UNARY = {
 }
 
 
+def _raise_overflow(st: _State, e: A.Expr, T: str, bad, operands) -> None:
+    """Raise the signed-overflow error if ``bad`` holds where the active guards take the
+    branch (an untaken branch of a vectorized if_then_else is evaluated but not observed)."""
+    if np.ndim(bad):
+        g = st.guard_mask()
+        if g is not None:
+            bad = np.logical_and(bad, g)
+            if not np.any(bad):
+                return
+        full = np.broadcast_shapes(np.shape(bad), *[np.shape(o) for o in operands])
+        bad = np.broadcast_to(bad, full)
+        pos = tuple(np.argwhere(bad)[0])
+        vals = [np.broadcast_to(o, full)[pos] for o in operands]
+    else:
+        pos = None
+        vals = list(operands)
+    at = st.where(pos)
+    shown = ", ".join(str(int(v)) for v in vals)
+    sp = getattr(e, "span", None)
+    loc = f" at {sp.line}:{sp.col}" if sp is not None else ""
+    raise InterpError(f"signed integer overflow: {print_expr(e)} in {T} with operand(s) {shown}{loc}"
+                      + (f" (at {at})" if at else ""), sp, locate=False)
+
+
 class _Compiler:
     """Compiles a statement's expressions into closures over :class:`_State`."""
 
@@ -189,6 +280,7 @@ class _Compiler:
         self.shapes = {n: tuple(t.shape or ()) for n, t in result.tensors.items()}
         self.dtypes = {n: t.dtype for n, t in result.tensors.items()}
         self.ranges: dict = {}  # loop ranges of the statement being compiled
+        self.stmt: Optional[A.Assign] = None  # the statement being compiled
 
     # -- types -------------------------------------------------------------------
     @staticmethod
@@ -242,6 +334,8 @@ class _Compiler:
             if T in D.HALF:
                 dt = D.np_dtype(T)
                 return (lambda st: np.negative(f(st).astype(D.F32)).astype(dt)), T
+            if T in SIGNED:
+                return self._checked_unary(e, T, f, np.negative), T
             return (lambda st: np.negative(f(st))), T
         if isinstance(e, A.BinOp):
             return self.compile_binop(e, T, facts), T
@@ -250,6 +344,20 @@ class _Compiler:
         if isinstance(e, A.Call):
             return self.compile_call(e, T, ctx, facts), T
         raise InterpError(f"cannot evaluate {type(e).__name__}", getattr(e, "span", None))  # pragma: no cover
+
+    @staticmethod
+    def _checked_unary(e: A.Expr, T: str, f: Fn, u) -> Fn:
+        """``u(f)`` (negation or abs) in signed type T: only the minimum overflows."""
+        mn = np.iinfo(D.np_dtype(T)).min
+
+        def checked(st):
+            a = f(st)
+            bad = a == mn
+            if np.any(bad):
+                _raise_overflow(st, e, T, bad, (a,))
+            return u(a)
+
+        return checked
 
     def _wrap_half(self, fn2, T: str):
         if T in D.HALF:
@@ -277,6 +385,31 @@ class _Compiler:
                 return u(a.astype(np.int64), b.astype(np.int64)).astype(np.bool_)
 
             u = u2
+        if opT in SIGNED and e.op in ("+", "-", "*"):
+            chk = _overflow_fn(e.op, opT)
+
+            def checked(st):
+                a = fa(st)
+                b = fb(st)
+                r, bad = chk(a, b)
+                if bad is not False and np.any(bad):
+                    _raise_overflow(st, e, opT, bad, (a, b))
+                return r
+
+            return checked
+        if opT in SIGNED and e.op == "//":
+            mn = np.iinfo(D.np_dtype(opT)).min
+
+            def checked_div(st):
+                # min // -1 is the one quotient that does not fit
+                a = fa(st)
+                b = fb(st)
+                bad = (a == mn) & (b == -1)
+                if np.any(bad):
+                    _raise_overflow(st, e, opT, bad, (a, b))
+                return u(a, b)
+
+            return checked_div
         u = self._wrap_half(u, opT)
         return lambda st: u(fa(st), fb(st))
 
@@ -332,6 +465,8 @@ class _Compiler:
         if f in ("abs", "floor", "ceil"):
             fa = self.compile_as(e.args[0], T, facts)
             if f == "abs":
+                if T in SIGNED:
+                    return self._checked_unary(e, T, fa, np.abs)
                 return lambda st: np.abs(fa(st))
             if not D.is_float(T):
                 return fa
@@ -406,15 +541,17 @@ class _Compiler:
                 terms[v] = terms.get(v, 0) + strides[d] * c
         return const, [(v, s) for v, s in terms.items() if s != 0]
 
-    def _view_fn(self, acc: A.Access, terms, write: bool):
+    def _view_fn(self, acc: A.Access, terms, write: bool, mask: bool = False):
+        """A function of the state giving (strided view of the accessed elements or None
+        when no index is vectorized, flat offset); ``mask``: of the written-mask instead."""
         name = acc.name
         const, vterms = terms
         maxd = self.maxd
-        dt = D.np_dtype(self.dtypes[name])
+        dt = D.BOOL if mask else D.np_dtype(self.dtypes[name])
         isz = dt.itemsize
 
         def view(st):
-            arr = st.tensors[name]
+            arr = st.written[name] if mask else st.tensors[name]
             off = const
             shape = None
             strides = None
@@ -472,6 +609,78 @@ class _Compiler:
         return [np.clip(i, 0, n - 1) for i, n in zip(idx, shape)]
 
     def compile_read(self, acc: A.Access, facts: Facts) -> Fn:
+        fn = self._compile_read(acc, facts)
+        check = self._uninit_check(acc, facts)
+        name = acc.name
+
+        def read(st):
+            w = st.written
+            if w is not None and name in w:
+                check(st)
+            return fn(st)
+
+        return read
+
+    def _uninit_check(self, acc: A.Access, facts: Facts) -> Callable[[_State], None]:
+        """A check raising InterpError if ``acc`` reads, where the active guards take the
+        branch, an element never written (only run with ``check_uninit``)."""
+        name = acc.name
+        stmt = self.stmt
+        shape = self.shapes[name]
+
+        def fail(st, bad, idx):
+            pos = None
+            where = ""
+            if np.ndim(bad):
+                pos = np.argwhere(bad)[0]
+            if idx is not None:
+                elem = [int(np.broadcast_to(i, np.shape(bad))[tuple(pos)] if pos is not None else i) for i in idx]
+                where = f" element [{', '.join(map(str, elem))}]"
+            at = st.where(pos)
+            sp = stmt.span if stmt is not None else acc.span
+            loc = f" at {sp.line}:{sp.col}" if sp is not None else ""
+            text = f"{print_expr(stmt.target)} = {print_expr(stmt.value)}" if stmt is not None else print_expr(acc)
+            raise InterpError(f"uninitialized read: '{name}'{where} is read before it is written, by {print_expr(acc)} "
+                              f"in statement '{text}'{loc}" + (f" (at {at})" if at else ""), acc.span, locate=False)
+
+        def judge(st, m, idx):
+            bad = np.logical_not(m)
+            if not np.any(bad):
+                return
+            g = st.guard_mask()
+            if g is not None:
+                bad = np.logical_and(bad, g)
+                if not np.any(bad):
+                    return
+            if np.ndim(bad):
+                full = np.broadcast_shapes(np.shape(bad), *[np.shape(i) for i in (idx or [])])
+                bad = np.broadcast_to(bad, full)
+            fail(st, bad, idx)
+
+        if not acc.indices:
+            return lambda st: judge(st, st.written[name][()], None)
+        fidx = self._index_fns(acc, facts)
+
+        def check_fancy(st):
+            idx = [np.clip(f(st), 0, n - 1) for f, n in zip(fidx, shape)]
+            judge(st, st.written[name][tuple(idx)], idx)
+
+        terms = self._affine_terms(acc, facts)
+        if terms is None:
+            return check_fancy
+        mview = self._view_fn(acc, terms, False, mask=True)
+
+        def check_view(st):
+            # the common, all-written case costs one strided view of the mask; a failure
+            # is reported through the index path (same elements) to name the element
+            v, off = mview(st)
+            m = st.written[name].reshape(-1)[off] if v is None else v
+            if not np.all(m):
+                check_fancy(st)
+
+        return check_view
+
+    def _compile_read(self, acc: A.Access, facts: Facts) -> Fn:
         name = acc.name
         if not acc.indices:
             return lambda st: st.tensors[name][()]
@@ -596,7 +805,21 @@ class _Compiler:
         return box
 
     def compile_store(self, acc: A.Access, facts: Facts):
-        """(load, store) closures for the target access of a statement."""
+        """(load, store) closures for the target access of a statement. With
+        ``check_uninit`` a load checks that the elements were written, a store marks them."""
+        load, store = self._compile_store(acc, facts)
+        check = self._uninit_check(acc, facts)
+        name = acc.name
+
+        def checked_load(st):
+            w = st.written
+            if w is not None and name in w:
+                check(st)
+            return load(st)
+
+        return checked_load, store
+
+    def _compile_store(self, acc: A.Access, facts: Facts):
         name = acc.name
         maxd = self.maxd
         if not acc.indices:
@@ -606,11 +829,15 @@ class _Compiler:
             def store0(st, val):
                 v = np.asarray(val)
                 st.tensors[name][()] = v.reshape(-1)[-1] if v.ndim else v
+                w = st.written
+                if w is not None and name in w:
+                    w[name][()] = True
 
             return load0, store0
         terms = self._affine_terms(acc, facts)
         if terms is not None:
             view = self._view_fn(acc, terms, True)
+            mview = self._view_fn(acc, terms, True, mask=True)
 
             def load_v(st):
                 v, off = view(st)
@@ -623,8 +850,15 @@ class _Compiler:
                 if v is None:
                     a = np.asarray(val)
                     st.tensors[name].reshape(-1)[off] = a.reshape(-1)[-1] if a.ndim else a
-                    return
-                np.copyto(v, _fit(val, v.shape), casting="unsafe")
+                else:
+                    np.copyto(v, _fit(val, v.shape), casting="unsafe")
+                w = st.written
+                if w is not None and name in w:
+                    mv, off = mview(st)
+                    if mv is None:
+                        w[name].reshape(-1)[off] = True
+                    else:
+                        mv[...] = True
 
             return load_v, store_v
         fidx = self._index_fns(acc, facts)
@@ -641,14 +875,21 @@ class _Compiler:
             shapes = [np.shape(i) for i in idx]
             bshape = np.broadcast_shapes(*shapes)
             vshape = np.shape(val)
+            w = st.written
+            if w is not None and name not in w:
+                w = None
             if bshape == () and vshape == ():
                 arr[tuple(idx)] = val
+                if w is not None:
+                    w[name][tuple(idx)] = True
                 return
             full = np.broadcast_shapes(bshape, vshape) if vshape else bshape
             if len(full) < maxd:
                 full = (1,) * (maxd - len(full)) + tuple(full)
             idx = [np.broadcast_to(i, full) for i in idx]
             arr[tuple(idx)] = np.broadcast_to(np.asarray(val).astype(arr.dtype, copy=False), full)
+            if w is not None:
+                w[name][tuple(idx)] = True
 
         return load_f, store_f
 
@@ -733,13 +974,16 @@ class _StmtExec:
         self.xdt = D.np_dtype(self.xt)
         facts = Facts({l.var: (l.start, l.start + l.extent - 1) for l in si.loops})
         comp.ranges = dict(facts.ranges)
+        comp.stmt = st
         self.maxd = comp.maxd
         self.load, self.store = comp.compile_store(tgt, facts)
         value = st.value
         if si.kind == "reduce" and si.init_loop is None:
             value = _replace_self_reads(value, tgt, _identity_expr(si.identity))
         self.value_fn = comp.compile_as(value, self.xt, facts)
-        self.reduce_vars = tuple(si.reduce_vars)
+        # the loops this statement reduces over, as the plan computed them (syntactically)
+        self.reduce_vars = comp.plan.rvars[id(st)]
+        self.mentioned = frozenset(n.name for e in (tgt, st.value) for n in A.walk(e) if isinstance(n, A.Var))
         self.extents = {l.var: l.extent for l in si.loops}
         # a reduce with an init loop whose reduction loops all run vectorized, whole, in
         # one call combines with the identity just stored: X = S directly
@@ -785,12 +1029,15 @@ class _StmtExec:
                                          and comp.result.tensors[f.name].role == "input" else None
                                          for f in factors]
                     self.factor_vars = [frozenset(n.name for n in A.walk(f) if isinstance(n, A.Var)) for f in factors]
+        # signed integer sums check the running values the literal loop would compute
+        self.checked_sum = self.form is not None and self.rop in ("+", "-") and self.xt in SIGNED
         self.cache: dict = {}
 
     # -- execution -------------------------------------------------------------------
     def execute(self, st: _State) -> None:
         env = st.env
         R = None
+        used = False
         for v in self.reduce_vars:
             b = env.get(v)
             if b.__class__ is VecBind:
@@ -798,7 +1045,10 @@ class _StmtExec:
                     R = [b]
                 else:
                     R.append(b)
-        if R is None:
+                used = used or v in self.mentioned
+        if R is None or (self.rop is None and not used):
+            # (the plan vectorizes a loop whose index the statement does not mention only
+            # when every iteration stores the same values: store them once)
             self.store(st, self.value_fn(st))
             return
         if self.rop is None:  # pragma: no cover - the plan never vectorizes these
@@ -808,6 +1058,9 @@ class _StmtExec:
     def reduce(self, st: _State, R: list) -> None:
         axes = tuple(b.axis for b in R)
         op = self.rop
+        if self.checked_sum:
+            self._checked_reduce(st, R, op)
+            return
         if self.factor_fns is not None:
             S = self._contract(st, R)
         else:
@@ -849,6 +1102,45 @@ class _StmtExec:
         else:
             c = _cast(cur, self.Tdt)
             new = np.maximum(c, S) if op == "max" else np.minimum(c, S)
+        self.store(st, _cast(np.asarray(new), self.xdt))
+
+    def _checked_reduce(self, st: _State, R: list, op: str) -> None:
+        """``X = X op sum(e)`` for a signed integer X (op + or -), with the error the
+        literal loop would raise: every running value ``X0 op (e_1 + ... + e_k)``, in the
+        loops' order, must fit X's type. A float64 bound on ``|X0| + sum |e|`` usually
+        shows that none can overflow; otherwise the prefix sums are computed exactly."""
+        V = np.asarray(self.operand_fn(st))
+        if V.ndim == 0:
+            V = V.reshape((1,) * self.maxd)
+        shape = list(V.shape)
+        for b in R:
+            shape[b.axis] = b.length
+        axes = tuple(sorted(b.axis for b in R))
+        cur = np.asarray(self.load(st))
+        if cur.ndim < len(shape):
+            cur = cur.reshape((1,) * (len(shape) - cur.ndim) + cur.shape)
+        V = np.broadcast_to(V, np.broadcast_shapes(tuple(shape), cur.shape))
+        info = np.iinfo(self.xdt)
+        lim = float(-(int(info.min) + 1)) * (1 - 2.0 ** -20)
+        bound = np.add.reduce(np.abs(V.astype(np.float64)), axis=axes, keepdims=True) + np.abs(cur.astype(np.float64))
+        if not np.all(bound < lim):
+            rest = [a for a in range(V.ndim) if a not in axes]
+            W = np.transpose(V, rest + list(axes))
+            W = W.reshape(W.shape[:len(rest)] + (-1,))
+            P = np.cumsum(W.astype(object) if self.xt == "i64" else W.astype(np.int64), axis=-1)
+            c = np.transpose(np.broadcast_to(cur, [1 if a in axes else V.shape[a] for a in range(V.ndim)]),
+                             rest + list(axes)).reshape(W.shape[:len(rest)] + (1,))
+            c = c.astype(object) if self.xt == "i64" else c.astype(np.int64)
+            run = c + P if op == "+" else c - P
+            bad = (run < int(info.min)) | (run > int(info.max))
+            if np.any(bad):
+                pos = np.argwhere(np.asarray(bad, dtype=bool))[0]
+                raise InterpError(f"signed integer overflow: the running value of the accumulation "
+                                  f"{print_expr(self.si.stmt.target)} leaves {self.xt} (value {run[tuple(pos)]})"
+                                  + (f" at {self.span.line}:{self.span.col}" if self.span is not None else ""),
+                                  self.span, locate=False)
+        S = np.add.reduce(V.astype(np.int64), axis=axes, keepdims=True)  # wraps mod 2^64: exact in the end
+        new = cur.astype(np.int64) + S if op == "+" else cur.astype(np.int64) - S
         self.store(st, _cast(np.asarray(new), self.xdt))
 
     def _small_window(self, V, R: list, op: str):
@@ -932,6 +1224,7 @@ class _StmtExec:
 class Interpreter:
     """A checked kernel prepared for (repeated) execution."""
 
+    @A.deep_recursion()  # planning and compiling recurse on expressions; a long sum is deep
     def __init__(self, result: CheckResult, *, max_elements: int = MAX_ELEMENTS, vectorize: bool = True):
         if not result.ok:
             errs = [d for d in result.diagnostics if d.is_error]
@@ -990,11 +1283,19 @@ class Interpreter:
         return block
 
     # -- public ------------------------------------------------------------------------
+    @A.deep_recursion()
     def run(self, inputs: dict, *, intermediates: bool = False, poison: bool = True,
-            outputs: Optional[dict] = None, poison_alt: bool = False) -> dict:
+            outputs: Optional[dict] = None, poison_alt: bool = False, check_uninit: bool = False) -> dict:
         """Run on ``inputs``; see :func:`run`. ``outputs`` optionally gives the initial
         contents of output buffers (copied; unwritten elements keep them), ``poison_alt``
-        selects the second poison sentinel."""
+        selects the second poison sentinel.
+
+        ``check_uninit=True`` tracks which elements of every intermediate (and of every
+        output whose initial contents ``outputs`` does not give) have been written, and
+        raises :class:`InterpError` with a message starting ``"uninitialized read:"``
+        (naming the tensor, the element, the statement and the loop indices) when a read
+        whose branch is taken sees an element never written. Costs one boolean mask per
+        tracked tensor and a mask lookup per read."""
         k = self.kernel
         tensors: dict = {}
         for p in k.inputs:
@@ -1018,9 +1319,15 @@ class Interpreter:
                 tensors[name] = D.poisoned(info.dtype, shape, poison_alt)
             else:
                 tensors[name] = np.zeros(shape, dtype=D.np_dtype(info.dtype))
+        written = None
+        if check_uninit:
+            given = set(outputs or ())
+            written = {name: np.zeros(tuple(info.shape or ()), dtype=D.BOOL)
+                       for name, info in self.result.tensors.items()
+                       if info.role == "intermediate" or (info.role == "output" and name not in given)}
         for sx in self.execs.values():
             sx.cache.clear()
-        st = _State(tensors, self.maxd)
+        st = _State(tensors, self.maxd, written)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             self._items(k.body, st)
@@ -1101,16 +1408,18 @@ def _as_input(p: A.Param, x) -> np.ndarray:
 
 
 def run(result: CheckResult, inputs: dict, *, intermediates: bool = False, poison: bool = True,
-        max_elements: int = MAX_ELEMENTS, outputs: Optional[dict] = None) -> dict:
+        max_elements: int = MAX_ELEMENTS, outputs: Optional[dict] = None, check_uninit: bool = False,
+        vectorize: bool = True) -> dict:
     """Run a checked kernel on ``inputs`` (name -> array) and return its outputs by name.
 
     ``intermediates=True`` returns every written tensor (outputs and intermediates).
     ``poison`` fills outputs and intermediates before the run with NaN payloads / integer
     sentinels (see :mod:`leirc.interp.dtypes`), so reads of unwritten memory and unwritten
     outputs are visible; ``poison=False`` zero-fills instead. Raises :class:`InterpError`
-    for programs with errors, bad inputs and out-of-range accesses."""
-    return Interpreter(result, max_elements=max_elements).run(inputs, intermediates=intermediates, poison=poison,
-                                                              outputs=outputs)
+    for programs with errors, bad inputs and out-of-range accesses; ``check_uninit`` and
+    ``vectorize`` are those of :class:`Interpreter`."""
+    return Interpreter(result, max_elements=max_elements, vectorize=vectorize).run(
+        inputs, intermediates=intermediates, poison=poison, outputs=outputs, check_uninit=check_uninit)
 
 
 def check_source(source: str, kernel: Optional[str] = None) -> CheckResult:
