@@ -1,6 +1,7 @@
 """``leirc bench KERNEL.leir``: time a kernel in a sandboxed worker.
 
-Protocol (:func:`leirc.lower.runner.time_kernel`): ``--sets`` random input sets (seeds
+Protocol (:meth:`leirc.lower.session.KernelSession.time`, as
+:func:`leirc.lower.runner.time_kernel`): ``--sets`` random input sets (seeds
 ``--seed``, ``--seed``+1, ...) with fresh output buffers each, ``--warmup`` calls, then the
 median of ``--repeat`` measurements, each lasting at least ``--min-repeat-ms``. The thread
 count is explicit: ``--threads``, else ``TVM_NUM_THREADS``, else the number of CPUs.
@@ -34,7 +35,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..lower.runner import time_kernel
+    from ..lower.session import KernelSession
     from .cmd_run import load_kernel, random_inputs
 
     if args.repeat < 1 or args.sets < 1 or args.warmup < 0:
@@ -47,9 +48,11 @@ def run(args) -> int:
     if threads is None:
         env = os.environ.get("TVM_NUM_THREADS")
         threads = int(env) if env and env.isdigit() else (os.cpu_count() or 1)
-    sets = [random_inputs(kernel, args.seed + k) for k in range(args.sets)]
-    tr = time_kernel(src, sets, kernel=kernel.name, target=args.target, threads=threads, warmup=args.warmup,
-                     repeat=args.repeat, min_repeat_ms=args.min_repeat_ms, timeout=args.timeout, file=name)
+    # the worker imports TVM and builds while the input sets are drawn here
+    with KernelSession(src, kernel=kernel.name, target=args.target, threads=threads, timeout=args.timeout,
+                       file=name) as session:
+        sets = [random_inputs(kernel, args.seed + k) for k in range(args.sets)]
+        tr = session.time(sets, warmup=args.warmup, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
     if args.json:
         d = {"kernel": kernel.name, "ok": tr.ok, "median_ms": tr.median_ms, "min_ms": tr.min_ms, "max_ms": tr.max_ms,
              "std_ms": tr.std_ms, "runs_ms": tr.runs, "calls_per_run": tr.number, "threads": tr.threads,

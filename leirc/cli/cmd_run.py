@@ -1,4 +1,5 @@
-"""``leirc run KERNEL.leir``: build and run a kernel once in a sandboxed worker.
+"""``leirc run KERNEL.leir``: build and run a kernel once in a sandboxed worker
+(a :class:`leirc.lower.session.KernelSession`).
 
 Inputs come from ``--inputs in.npz`` (one array per kernel input, by name) or are drawn at
 random with ``--seed`` (floats uniform in [0, 1); integer index tensors within the extents
@@ -84,20 +85,23 @@ def load_npz_inputs(path: str, kernel):
 def run(args) -> int:
     import numpy as np
 
-    from ..lower.runner import run_kernel, zero_outputs
+    from ..lower.runner import zero_outputs
+    from ..lower.session import KernelSession
 
     res, src, name, code = load_kernel(args.file, args.kernel)
     if res is None:
         return code
     kernel = res.kernel
-    if args.inputs:
-        inputs, err = load_npz_inputs(args.inputs, kernel)
-        if err:
-            return usage_error(err)
-    else:
-        inputs = random_inputs(kernel, args.seed)
-    rr = run_kernel(src, inputs, zero_outputs(kernel), kernel=kernel.name, target=args.target, threads=args.threads,
-                    timeout=args.timeout, memory_limit_mb=args.memory_limit, file=name)
+    # the worker imports TVM and builds while the inputs are read or drawn here
+    with KernelSession(src, kernel=kernel.name, target=args.target, threads=args.threads, timeout=args.timeout,
+                       memory_limit_mb=args.memory_limit, file=name) as session:
+        if args.inputs:
+            inputs, err = load_npz_inputs(args.inputs, kernel)
+            if err:
+                return usage_error(err)
+        else:
+            inputs = random_inputs(kernel, args.seed)
+        rr = session.run(inputs, zero_outputs(kernel))
     if not rr.ok:
         print(f"leirc: error: kernel '{kernel.name}' failed ({rr.error_kind}): {rr.error}", file=sys.stderr)
         return 1

@@ -1,20 +1,11 @@
-"""Run and time LEIR kernels in a sandboxed worker subprocess.
+"""Run and time LEIR kernels in a sandboxed worker subprocess (one-shot calls).
 
-Each call starts ``python -m leirc.lower.worker DIR`` in a new session with a private
-temporary directory. Arrays travel as ``.npz`` files written atomically; the source is
-parsed, checked and built inside the worker, so nothing a kernel does (segfault, abort,
-endless loop, runaway allocation) can take the caller down:
-
-* exit by signal -> ``error_kind="crash"`` (``"memory"`` if the worker's stderr shows an
-  allocation failure, or for SIGKILL we did not send: the kernel hit the OOM killer);
-* still running after ``timeout`` s -> the whole process group is killed,
-  ``error_kind="timeout"``;
-* ``MemoryError`` / TVM allocation failures under the ``RLIMIT_AS`` limit
-  (``memory_limit_mb``) -> ``"memory"``;
-* parse/check/lowering/build errors -> ``"build"`` (rendered diagnostics);
-* bad arrays or a TVM error while running -> ``"runtime"``.
-
-The worker imports TVM without torch (about 1.5 s start-up plus the build).
+:func:`run_kernel` and :func:`time_kernel` are one-request
+:class:`leirc.lower.session.KernelSession` calls: each starts a worker, builds, serves one
+request and stops. To run a kernel many times (verification, search), open a session and
+reuse it: it builds once. Failures are classified as in the session (see
+:mod:`leirc.lower.session`): ``"crash"``, ``"timeout"``, ``"memory"``, ``"build"``,
+``"runtime"``. ``timeout`` bounds the start-up plus build, and the run, separately.
 
 Timing protocol (:func:`time_kernel`, see ``notes/benchmarking.md`` §4.2): the thread
 count is fixed explicitly through ``TVM_NUM_THREADS`` in the worker's environment (default:
@@ -27,13 +18,7 @@ so that one measurement lasts at least ``min_repeat_ms``. The median is reported
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import statistics
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -69,135 +54,6 @@ class TimingResult:
     build_s: Optional[float] = None
 
 
-def _save_npz(path: str, arrays: dict) -> None:
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
-    os.replace(tmp, path)
-
-
-def _load_npz(path: str) -> dict:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def _target_name(target) -> str:
-    if isinstance(target, dict):
-        return str(target.get("kind", "llvm"))
-    return str(target).split()[0]
-
-
-def _spawn(req: dict, sets: list, outputs: Optional[dict], *, threads, timeout, memory_limit_mb, env_extra=None):
-    """Run the worker; (result dict | None, failure (error, kind) | None, tmpdir files dict)."""
-    with tempfile.TemporaryDirectory(prefix="leirc-run-") as d:
-        req = dict(req, n_sets=len(sets), memory_limit_mb=memory_limit_mb)
-        for k, s in enumerate(sets):
-            _save_npz(os.path.join(d, f"in_{k}.npz"), s)
-        if outputs is not None:
-            _save_npz(os.path.join(d, "out_init.npz"), outputs)
-        with open(os.path.join(d, "request.json.tmp"), "w", encoding="utf-8") as f:
-            json.dump(req, f)
-        os.replace(os.path.join(d, "request.json.tmp"), os.path.join(d, "request.json"))
-        env = dict(os.environ)
-        if threads is not None:
-            env["TVM_NUM_THREADS"] = str(int(threads))
-        if env_extra:
-            env.update(env_extra)
-        err_path = os.path.join(d, "stderr.txt")
-        with open(err_path, "wb") as errf:
-            p = subprocess.Popen([sys.executable, "-m", "leirc.lower.worker", d], stdin=subprocess.DEVNULL,
-                                 stdout=errf, stderr=errf, env=env, start_new_session=True)
-            killed = False
-            try:
-                p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                killed = True
-                _kill_group(p)
-            except BaseException:  # e.g. KeyboardInterrupt: never leave the worker behind
-                _kill_group(p)
-                raise
-        stderr = _tail(err_path)
-        stage = _read_json(os.path.join(d, "stage.json")) or {}
-        what = _what(stage)
-        if killed:
-            return None, (f"{what} did not finish within {timeout:g} s (worker killed)", "timeout"), {}
-        res_path = os.path.join(d, "result.json")
-        if p.returncode != 0 or not os.path.exists(res_path):
-            return None, _classify_exit(p.returncode, stderr, what), {}
-        with open(res_path, encoding="utf-8") as f:
-            res = json.load(f)
-        files = {}
-        for name in ("outputs", "inputs_after"):
-            path = os.path.join(d, f"{name}.npz")
-            if os.path.exists(path):
-                files[name] = _load_npz(path)
-        return res, None, files
-
-
-def _read_json(path: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def _what(stage: dict) -> str:
-    k = stage.get("kernel")
-    name = f"kernel '{k}'" if k else "the kernel"
-    if stage.get("stage") == "build":
-        return f"building {name}"
-    if stage.get("stage") == "run":
-        return name
-    return "the worker (before building)"
-
-
-def _kill_group(p: subprocess.Popen) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
-
-
-def _tail(path: str, n: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-        return data[-n:].decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _classify_exit(rc: int, stderr: str, what: str = "the kernel") -> tuple[str, str]:
-    low = stderr.lower()
-    memory = any(s in low for s in ("bad_alloc", "cannot allocate memory", "memoryerror", "out of memory",
-                                    "failed to allocate"))
-    if rc is not None and rc < 0:
-        sig = -rc
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        if memory or sig == signal.SIGKILL:
-            return (f"{what} was killed by {name} (out of memory?)" + _stderr_note(stderr), "memory")
-        return (f"{what} crashed: the worker died with {name}" + _stderr_note(stderr), "crash")
-    if memory:
-        return (f"{what} ran out of memory (worker exit status {rc})" + _stderr_note(stderr), "memory")
-    return (f"{what} failed: the worker exited with status {rc}" + _stderr_note(stderr), "crash")
-
-
-def _stderr_note(stderr: str) -> str:
-    """A few informative stderr lines (not the native backtrace frames TVM prints)."""
-    lines = [l.rstrip() for l in stderr.strip().splitlines()
-             if l.strip() and not l.lstrip().startswith(("File \"", "Traceback", "!!!!"))]
-    if not lines:
-        return ""
-    return "\n" + "\n".join(lines[-6:])
-
-
 def run_kernel(source: str, inputs: dict, outputs: dict, *, kernel: Optional[str] = None, target="llvm",
                threads: Optional[int] = None, timeout: float = 120.0, memory_limit_mb: int = 8192,
                file: str = "<input>", cuda_arch: str = "sm_90") -> RunResult:
@@ -205,16 +61,11 @@ def run_kernel(source: str, inputs: dict, outputs: dict, *, kernel: Optional[str
 
     ``outputs`` are the initial output arrays (copied to the device before the run).
     Returns the outputs and the inputs as they are after the run."""
-    req = {"mode": "run", "source": source, "file": file, "kernel": kernel, "target": target, "cuda_arch": cuda_arch}
-    res, fail, files = _spawn(req, [inputs], outputs, threads=threads, timeout=timeout,
-                              memory_limit_mb=memory_limit_mb)
-    if fail is not None:
-        err, kind = fail
-        return RunResult(False, error=err, error_kind=kind)
-    if not res.get("ok"):
-        return RunResult(False, error=res.get("error"), error_kind=res.get("error_kind"))
-    return RunResult(True, files.get("outputs"), files.get("inputs_after"), None, None, res.get("build_s"),
-                     res.get("run_s"), res.get("threads"), res.get("diagnostics", []))
+    from .session import KernelSession
+
+    with KernelSession(source, kernel=kernel, target=target, threads=threads, timeout=timeout,
+                       memory_limit_mb=memory_limit_mb, file=file, cuda_arch=cuda_arch) as s:
+        return s.run(inputs, outputs)
 
 
 def time_kernel(source: str, input_sets: list, *, kernel: Optional[str] = None, target="llvm",
@@ -222,24 +73,15 @@ def time_kernel(source: str, input_sets: list, *, kernel: Optional[str] = None, 
                 timeout: float = 300.0, memory_limit_mb: int = 8192, file: str = "<input>",
                 cuda_arch: str = "sm_90") -> TimingResult:
     """Time ``source`` in a worker: median of ``repeat`` measurements over rotating input sets."""
+    from .session import KernelSession
+
     if not input_sets:
         raise ValueError("time_kernel needs at least one input set")
     if threads is None and os.environ.get("TVM_NUM_THREADS"):
         threads = int(os.environ["TVM_NUM_THREADS"])
-    req = {"mode": "time", "source": source, "file": file, "kernel": kernel, "target": target,
-           "cuda_arch": cuda_arch, "warmup": warmup, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
-    res, fail, _ = _spawn(req, list(input_sets), None, threads=threads, timeout=timeout,
-                          memory_limit_mb=memory_limit_mb)
-    tname = _target_name(target)
-    if fail is not None:
-        return TimingResult(False, target=tname, threads=threads, error=fail[0], error_kind=fail[1])
-    if not res.get("ok"):
-        return TimingResult(False, target=tname, threads=threads, error=res.get("error"),
-                            error_kind=res.get("error_kind"))
-    runs = [float(x) for x in res["runs"]]
-    return TimingResult(True, statistics.median(runs), min(runs), max(runs),
-                        statistics.pstdev(runs) if len(runs) > 1 else 0.0, runs, res.get("threads"), tname,
-                        number=res.get("number"), build_s=res.get("build_s"))
+    with KernelSession(source, kernel=kernel, target=target, threads=threads, timeout=timeout,
+                       memory_limit_mb=memory_limit_mb, file=file, cuda_arch=cuda_arch) as s:
+        return s.time(list(input_sets), warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms)
 
 
 def make_inputs(kernel, seed: int = 0, dist: str = "uniform") -> dict:
@@ -281,6 +123,6 @@ _INT_NP = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
 
 
 def zero_outputs(kernel) -> dict:
-    from .worker import _np_dtype
+    from .worker import np_dtype
 
-    return {p.name: np.zeros(tuple(p.shape), _np_dtype(p.dtype)) for p in kernel.outputs}
+    return {p.name: np.zeros(tuple(p.shape), np_dtype(p.dtype)) for p in kernel.outputs}

@@ -1,23 +1,40 @@
-"""Worker process for :mod:`leirc.lower.runner`: ``python -m leirc.lower.worker DIR``.
+"""Worker process of :class:`leirc.lower.session.KernelSession`:
+``python -m leirc.lower.worker --serve DIR --reply-fd FD [--memory-limit-mb N]``.
 
 Untrusted kernels run here, never in the caller: a segfault, abort, hang or runaway
-allocation ends this process only. The parent prepares ``DIR``:
+allocation ends this process only. One worker builds one kernel once and then serves any
+number of requests.
 
-* ``request.json`` -- ``{"mode": "run"|"time", "source", "file", "kernel", "target",
-  "cuda_arch", "n_sets", "warmup", "repeat", "min_repeat_ms", "memory_limit_mb"}``
-* ``in_<k>.npz`` -- input set k (``run`` uses set 0); ``out_init.npz`` -- the initial
-  output arrays (``run``; ``time`` allocates fresh zero outputs per input set)
+Protocol. The parent writes one JSON object per line to the worker's stdin; the worker
+answers with one JSON line per request on the pipe ``FD`` (stdout and stderr go to a file
+the parent reads when the worker dies, so native output cannot corrupt the protocol):
 
-and reads back ``result.json`` (``{"ok", "error", "error_kind", ...}``), plus
-``outputs.npz`` and ``inputs_after.npz`` for ``run``. Every file is written to a
-temporary name first and renamed into place, so the parent never sees half a file.
+* ``{"op": "build", "source", "file", "kernel", "target", "cuda_arch",
+  "poison_intermediates"}`` -- first message. The worker replies
+  ``{"event": "building", "kernel"}`` before compiling (so that a crash can be attributed)
+  and then ``{"ok": true, "kernel", "build_s", "threads", "diagnostics", "inputs",
+  "outputs"}`` or ``{"ok": false, "error", "error_kind": "build"}`` (and exits).
+* ``{"op": "run", "id", "inputs": {name: file}, "outputs": {name: file}}`` -- arrays are
+  ``.npy`` files in ``DIR``, written by the parent before the line is sent. The reply names
+  the output files the worker wrote (``"outputs"``) and, only for inputs the kernel
+  changed, their contents after the run (``"inputs_changed"``): the parent already holds
+  the unchanged ones.
+* ``{"op": "time", "id", "sets": [{name: file}, ...], "warmup", "repeat",
+  "min_repeat_ms"}`` -- the timing protocol of :func:`leirc.lower.runner.time_kernel`.
+* ``{"op": "quit"}``. End of stdin without ``quit`` means the parent died: the worker
+  removes ``DIR`` (if it is a session directory) and exits.
 
-The memory limit is applied with ``RLIMIT_AS`` before TVM is imported. Threads:
-the parent sets ``TVM_NUM_THREADS``; the count actually used is reported.
+Every reply to a request is sent after its files are complete, so the parent never sees
+half a file. ``RLIMIT_AS`` (``--memory-limit-mb``) is applied before TVM is imported; TVM is
+imported while the parent is still preparing the first request. Threads: the parent sets
+``TVM_NUM_THREADS``; the count the runtime reports is returned.
 
-Test hook (used by the test suite only): ``LEIRC_WORKER_TEST_HOOK`` set to ``abort``,
+Environment hooks: ``LEIRC_WORKER_TEST_HOOK`` (test suite only) set to ``abort``,
 ``segfault``, ``hang`` or ``alloc`` makes the worker call ``os.abort()``, raise SIGSEGV,
-sleep forever, or allocate memory until it fails, right before the kernel runs.
+sleep forever, or allocate memory until it fails, right before each kernel call;
+``mutate`` changes the first element of the first input after each run.
+``LEIRC_WORKER_BUILD_LOG=PATH`` appends one line per build to PATH (used by the tests and
+``benchmarks/bench_evaluate.py`` to count builds).
 """
 
 from __future__ import annotations
@@ -26,45 +43,13 @@ import json
 import math
 import os
 import resource
+import shutil
 import signal
 import sys
 import time
 import traceback
 
-
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _save_npz(path: str, arrays: dict) -> None:
-    import io
-
-    import numpy as np
-
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    _write_atomic(path, buf.getvalue())
-
-
-def _load_npz(path: str) -> dict:
-    import numpy as np
-
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def _result(d: str, **kw) -> None:
-    _write_atomic(os.path.join(d, "result.json"), json.dumps(kw).encode())
-
-
-def _stage(d: str, stage: str, kernel: str | None = None) -> None:
-    """Record what the worker is doing, so that the parent can say what crashed."""
-    _write_atomic(os.path.join(d, "stage.json"), json.dumps({"stage": stage, "kernel": kernel}).encode())
+SESSION_DIR_PREFIX = "leirc-session-"
 
 
 def _test_hook() -> None:
@@ -84,6 +69,16 @@ def _test_hook() -> None:
             hog.append(bytearray(64 << 20))
 
 
+def _mutate(t) -> None:
+    """The ``mutate`` hook: change one element of an input tensor, as a kernel writing
+    through an input pointer would (the checker rejects such kernels before they get here)."""
+    a = t.numpy()
+    flat = a.reshape(-1)
+    if flat.size:
+        flat[0] = not flat[0] if a.dtype == bool else flat[0] + 1
+        t.copyfrom(a)
+
+
 def _np_dtype(leir_dtype: str):
     import numpy as np
 
@@ -94,6 +89,9 @@ def _np_dtype(leir_dtype: str):
     from .tir import DTYPES
 
     return np.dtype(DTYPES[leir_dtype])
+
+
+np_dtype = _np_dtype  # the public name (lower/__init__.py still imports the old one)
 
 
 def _check_arrays(kernel, arrays: dict, params, what: str) -> str | None:
@@ -109,151 +107,6 @@ def _check_arrays(kernel, arrays: dict, params, what: str) -> str | None:
     return None
 
 
-def main(d: str) -> int:
-    with open(os.path.join(d, "request.json"), encoding="utf-8") as f:
-        req = json.load(f)
-    mem = req.get("memory_limit_mb")
-    if mem:
-        lim = int(mem) << 20
-        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    try:
-        return _main(d, req)
-    except MemoryError:
-        _result(d, ok=False, error="out of memory (MemoryError) in the worker", error_kind="memory")
-        return 0
-
-
-def _main(d: str, req: dict) -> int:
-    from ..lang.checker import check_text
-    from ..lang.diagnostics import render
-
-    file = req.get("file") or "<input>"
-    cf = check_text(req["source"], file)
-    source_text = cf.parse.source
-    if not cf.ok:
-        errs = [d_ for d_ in cf.diagnostics if d_.is_error]
-        _result(d, ok=False, error="\n".join(render(x, source_text) for x in errs), error_kind="build")
-        return 0
-    results = cf.results
-    name = req.get("kernel")
-    if name is None:
-        if len(results) != 1:
-            _result(d, ok=False, error=f"{file} defines {len(results)} kernels; name one with kernel=",
-                    error_kind="build")
-            return 0
-        res = results[0]
-    else:
-        cand = [r for r in results if r.kernel.name == name]
-        if not cand:
-            names = ", ".join(r.kernel.name for r in results)
-            _result(d, ok=False, error=f"no kernel '{name}' in {file} (kernels: {names})", error_kind="build")
-            return 0
-        res = cand[0]
-    kernel = res.kernel
-
-    from . import LowerError, build
-
-    _stage(d, "build", kernel.name)
-    t0 = time.perf_counter()
-    try:
-        built = build(res, req.get("target", "llvm"), cuda_arch=req.get("cuda_arch", "sm_90"), file=file)
-    except LowerError as e:
-        _result(d, ok=False, error=render(e.diagnostic, source_text), error_kind="build")
-        return 0
-    build_s = time.perf_counter() - t0
-
-    from ._tvm import tvm as _t
-
-    tvm = _t()
-    import numpy as np
-
-    kind = built.target["kind"]
-    dev = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
-    try:
-        threads = int(tvm.get_global_func("runtime.NumThreads")())
-    except Exception:  # noqa: BLE001
-        threads = None
-    try:
-        func = built.jit()[built.symbol]
-    except Exception as e:  # noqa: BLE001
-        _result(d, ok=False, error=f"cannot load kernel '{kernel.name}': {_short(e)}", error_kind="runtime")
-        return 0
-
-    n_sets = int(req.get("n_sets", 1))
-    sets = [_load_npz(os.path.join(d, f"in_{k}.npz")) for k in range(n_sets)]
-    for s in sets:
-        err = _check_arrays(kernel, s, kernel.inputs, "input")
-        if err:
-            _result(d, ok=False, error=err, error_kind="runtime")
-            return 0
-
-    if req["mode"] == "run":
-        outs = _load_npz(os.path.join(d, "out_init.npz"))
-        err = _check_arrays(kernel, outs, kernel.outputs, "output")
-        if err:
-            _result(d, ok=False, error=err, error_kind="runtime")
-            return 0
-        args_in = [tvm.runtime.tensor(sets[0][p.name], dev) for p in kernel.inputs]
-        args_out = [tvm.runtime.tensor(outs[p.name], dev) for p in kernel.outputs]
-        _stage(d, "run", kernel.name)
-        _test_hook()
-        t0 = time.perf_counter()
-        try:
-            func(*args_in, *args_out)
-            dev.sync()
-        except MemoryError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            msg = _short(e)
-            kind_ = "memory" if _is_memory_message(msg) else "runtime"
-            _result(d, ok=False, error=f"kernel '{kernel.name}' failed at run time: {msg}", error_kind=kind_)
-            return 0
-        run_s = time.perf_counter() - t0
-        _save_npz(os.path.join(d, "outputs.npz"), {p.name: a.numpy() for p, a in zip(kernel.outputs, args_out)})
-        _save_npz(os.path.join(d, "inputs_after.npz"), {p.name: a.numpy() for p, a in zip(kernel.inputs, args_in)})
-        _result(d, ok=True, error=None, error_kind=None, build_s=build_s, run_s=run_s, threads=threads,
-                diagnostics=[x.to_json() for x in built.diagnostics])
-        return 0
-
-    # timing
-    warmup = int(req.get("warmup", 3))
-    repeat = int(req.get("repeat", 10))
-    min_repeat_ms = float(req.get("min_repeat_ms", 50.0))
-    arg_sets = []
-    for s in sets:
-        ins = [tvm.runtime.tensor(s[p.name], dev) for p in kernel.inputs]
-        outs = [tvm.runtime.tensor(np.zeros(p.shape, _np_dtype(p.dtype)), dev) for p in kernel.outputs]
-        arg_sets.append(ins + outs)
-    _stage(d, "run", kernel.name)
-    _test_hook()
-    try:
-        wt = []
-        for w in range(max(warmup, 1)):
-            t0 = time.perf_counter()
-            func(*arg_sets[w % len(arg_sets)])
-            dev.sync()
-            wt.append(time.perf_counter() - t0)
-        per_call = sorted(wt)[len(wt) // 2]
-        number = max(1, math.ceil(min_repeat_ms / 1000.0 / max(per_call, 1e-9))) if min_repeat_ms > 0 else 1
-        runs = []
-        k = 0
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                func(*arg_sets[k % len(arg_sets)])
-                k += 1
-            dev.sync()
-            runs.append((time.perf_counter() - t0) / number * 1000.0)
-    except Exception as e:  # noqa: BLE001
-        msg = _short(e)
-        _result(d, ok=False, error=f"kernel '{kernel.name}' failed at run time: {msg}",
-                error_kind="memory" if _is_memory_message(msg) else "runtime")
-        return 0
-    _result(d, ok=True, error=None, error_kind=None, runs=runs, number=number, threads=threads, target=kind,
-            build_s=build_s)
-    return 0
-
-
 def _short(e: BaseException) -> str:
     from .tir import _tvm_message
 
@@ -266,9 +119,283 @@ def _is_memory_message(msg: str) -> bool:
                                 "failed to allocate", "memoryerror"))
 
 
+def _save_npy(path: str, a) -> None:
+    import numpy as np
+
+    # no fsync: the files only have to outlive this process's page cache, not a reboot
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        np.save(f, np.ascontiguousarray(a), allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def _load_npy(path: str):
+    import numpy as np
+
+    # mapped, not read: the array is only copied once more, into the TVM tensor
+    return np.load(path, allow_pickle=False, mmap_mode="r")
+
+
+def _same_bits(a, b) -> bool:
+    import numpy as np
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
+
+
+class _Built:
+    """The kernel of this worker, built once."""
+
+    def __init__(self, kernel, func, dev, threads):
+        self.kernel = kernel
+        self.func = func
+        self.dev = dev
+        self.threads = threads
+
+
+def _build(msg: dict, send) -> _Built | None:
+    from ..lang.checker import check_text
+    from ..lang.diagnostics import render
+
+    def fail(error: str) -> None:
+        send({"ok": False, "error": error, "error_kind": "build"})
+
+    file = msg.get("file") or "<input>"
+    cf = check_text(msg["source"], file)
+    source_text = cf.parse.source
+    if not cf.ok:
+        fail("\n".join(render(x, source_text) for x in cf.diagnostics if x.is_error))
+        return None
+    results = cf.results
+    name = msg.get("kernel")
+    if name is None:
+        if len(results) != 1:
+            fail(f"{file} defines {len(results)} kernels; name one with kernel=")
+            return None
+        res = results[0]
+    else:
+        cand = [r for r in results if r.kernel.name == name]
+        if not cand:
+            fail(f"no kernel '{name}' in {file} (kernels: {', '.join(r.kernel.name for r in results)})")
+            return None
+        res = cand[0]
+    kernel = res.kernel
+
+    import inspect
+
+    from . import LowerError, build
+
+    kw = {"cuda_arch": msg.get("cuda_arch", "sm_90"), "file": file}
+    if msg.get("poison_intermediates") and "poison_intermediates" in inspect.signature(build).parameters:
+        kw["poison_intermediates"] = True
+    send({"event": "building", "kernel": kernel.name})
+    log = os.environ.get("LEIRC_WORKER_BUILD_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{kernel.name} {os.getpid()}\n")
+    t0 = time.perf_counter()
+    try:
+        built = build(res, msg.get("target", "llvm"), **kw)
+    except LowerError as e:
+        fail(render(e.diagnostic, source_text))
+        return None
+    build_s = time.perf_counter() - t0
+
+    from ._tvm import tvm as _t
+
+    tvm = _t()
+    dev = tvm.cuda(0) if built.target["kind"] == "cuda" else tvm.cpu(0)
+    try:
+        threads = int(tvm.get_global_func("runtime.NumThreads")())
+    except Exception:  # noqa: BLE001 - older runtimes lack the function
+        threads = None
+    try:
+        func = built.jit()[built.symbol]
+    except Exception as e:  # noqa: BLE001
+        send({"ok": False, "error": f"cannot load kernel '{kernel.name}': {_short(e)}", "error_kind": "runtime"})
+        return None
+    send({"ok": True, "kernel": kernel.name, "build_s": build_s, "ready_at": time.time(), "threads": threads, "target": built.target["kind"],
+          "diagnostics": [x.to_json() for x in built.diagnostics],
+          "inputs": [p.name for p in kernel.inputs], "outputs": [p.name for p in kernel.outputs]})
+    return _Built(kernel, func, dev, threads)
+
+
+def _load_set(d: str, files: dict) -> dict:
+    return {name: _load_npy(os.path.join(d, fn)) for name, fn in files.items()}
+
+
+def _run(d: str, b: _Built, msg: dict) -> dict:
+    from ._tvm import tvm as _t
+
+    tvm = _t()
+    k = b.kernel
+    rid = int(msg["id"])
+    ins = _load_set(d, msg.get("inputs", {}))
+    err = _check_arrays(k, ins, k.inputs, "input")
+    if err:
+        return {"ok": False, "error": err, "error_kind": "runtime"}
+    outs = _load_set(d, msg.get("outputs", {}))
+    err = _check_arrays(k, outs, k.outputs, "output")
+    if err:
+        return {"ok": False, "error": err, "error_kind": "runtime"}
+    args_in = [tvm.runtime.tensor(ins[p.name], b.dev) for p in k.inputs]
+    args_out = [tvm.runtime.tensor(outs[p.name], b.dev) for p in k.outputs]
+    _test_hook()
+    t0 = time.perf_counter()
+    try:
+        b.func(*args_in, *args_out)
+        b.dev.sync()
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        msg_ = _short(e)
+        return {"ok": False, "error": f"kernel '{k.name}' failed at run time: {msg_}",
+                "error_kind": "memory" if _is_memory_message(msg_) else "runtime"}
+    run_s = time.perf_counter() - t0
+    if os.environ.get("LEIRC_WORKER_TEST_HOOK") == "mutate" and args_in:
+        _mutate(args_in[0])
+    out_files = {}
+    for i, (p, a) in enumerate(zip(k.outputs, args_out)):
+        fn = f"r{rid}.result.{i}.npy"
+        _save_npy(os.path.join(d, fn), a.numpy())
+        out_files[p.name] = fn
+    changed = {}
+    for i, (p, a) in enumerate(zip(k.inputs, args_in)):
+        after = a.numpy()
+        if not _same_bits(after, ins[p.name]):
+            fn = f"r{rid}.after.{i}.npy"
+            _save_npy(os.path.join(d, fn), after)
+            changed[p.name] = fn
+    return {"ok": True, "outputs": out_files, "inputs_changed": changed, "run_s": run_s, "threads": b.threads}
+
+
+def _time(d: str, b: _Built, msg: dict) -> dict:
+    import numpy as np
+
+    from ._tvm import tvm as _t
+
+    tvm = _t()
+    k = b.kernel
+    sets = [_load_set(d, s) for s in msg["sets"]]
+    for s in sets:
+        err = _check_arrays(k, s, k.inputs, "input")
+        if err:
+            return {"ok": False, "error": err, "error_kind": "runtime"}
+    warmup = int(msg.get("warmup", 3))
+    repeat = int(msg.get("repeat", 10))
+    min_repeat_ms = float(msg.get("min_repeat_ms", 50.0))
+    arg_sets = []
+    for s in sets:
+        ins = [tvm.runtime.tensor(s[p.name], b.dev) for p in k.inputs]
+        outs = [tvm.runtime.tensor(np.zeros(p.shape, _np_dtype(p.dtype)), b.dev) for p in k.outputs]
+        arg_sets.append(ins + outs)
+    _test_hook()
+    func, dev = b.func, b.dev
+    try:
+        wt = []
+        for w in range(max(warmup, 1)):
+            t0 = time.perf_counter()
+            func(*arg_sets[w % len(arg_sets)])
+            dev.sync()
+            wt.append(time.perf_counter() - t0)
+        per_call = sorted(wt)[len(wt) // 2]
+        number = max(1, math.ceil(min_repeat_ms / 1000.0 / max(per_call, 1e-9))) if min_repeat_ms > 0 else 1
+        runs = []
+        n = 0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                func(*arg_sets[n % len(arg_sets)])
+                n += 1
+            dev.sync()
+            runs.append((time.perf_counter() - t0) / number * 1000.0)
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        msg_ = _short(e)
+        return {"ok": False, "error": f"kernel '{k.name}' failed at run time: {msg_}",
+                "error_kind": "memory" if _is_memory_message(msg_) else "runtime"}
+    return {"ok": True, "runs": runs, "number": number, "threads": b.threads}
+
+
+def serve(d: str, reply_fd: int) -> int:
+    reply = os.fdopen(reply_fd, "w", encoding="utf-8", buffering=1)
+
+    def send(obj: dict) -> None:
+        reply.write(json.dumps(obj) + "\n")
+        reply.flush()
+
+    # TVM's import is the bulk of the start-up; do it before the parent's first line arrives
+    from ._tvm import tvm as _t
+
+    _t()
+    built = None
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        msg = json.loads(line)
+        op = msg.get("op")
+        if op == "quit":
+            return 0
+        try:
+            if op == "build":
+                built = _build(msg, send)
+                if built is None:
+                    return 0
+                continue
+            if built is None:
+                send({"id": msg.get("id"), "ok": False, "error": "no kernel built yet", "error_kind": "runtime"})
+                continue
+            if op == "run":
+                res = _run(d, built, msg)
+            elif op == "time":
+                res = _time(d, built, msg)
+            else:
+                res = {"ok": False, "error": f"unknown request {op!r}", "error_kind": "runtime"}
+        except MemoryError:
+            # the heap may be in a poor state after a failed allocation: answer and leave
+            send({"id": msg.get("id"), "ok": False, "error": "out of memory (MemoryError) in the worker",
+                  "error_kind": "memory"})
+            return 0
+        except Exception as e:  # noqa: BLE001 - a request must never take the session down silently
+            if op == "build":
+                send({"ok": False, "error": f"building failed: {type(e).__name__}: {_short(e)}",
+                      "error_kind": "build"})
+                return 0
+            res = {"ok": False, "error": f"{type(e).__name__}: {_short(e)}", "error_kind": "runtime"}
+        res["id"] = msg.get("id")
+        send(res)
+    # stdin closed without "quit": the parent is gone and cannot clean up after us
+    if os.path.basename(os.path.normpath(d)).startswith(SESSION_DIR_PREFIX):
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m leirc.lower.worker")
+    ap.add_argument("--serve", required=True, metavar="DIR")
+    ap.add_argument("--reply-fd", type=int, required=True)
+    ap.add_argument("--memory-limit-mb", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.memory_limit_mb:
+        lim = int(a.memory_limit_mb) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    try:
+        return serve(a.serve, a.reply_fd)
+    except MemoryError:
+        # before any request could answer (e.g. importing TVM under a tiny limit)
+        print("MemoryError: out of memory in the worker", file=sys.stderr)
+        return 4
+
+
 if __name__ == "__main__":
     try:
-        sys.exit(main(sys.argv[1]))
+        sys.exit(main(sys.argv[1:]))
     except SystemExit:
         raise
     except BaseException:  # noqa: BLE001 - report, never hide

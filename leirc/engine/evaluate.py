@@ -1,0 +1,363 @@
+"""The Evaluator: one candidate kernel -> one :class:`Evaluation` (status, verification,
+timing, build time), built once and cached.
+
+For each candidate :meth:`Evaluator.evaluate`
+
+1. checks the text (errors -> ``error_kind="illegal"``) and computes the fingerprint
+   (:func:`leirc.lang.canonical.fingerprint`);
+2. looks the evaluation up, by a content key, in memory and in the on-disk cache
+   (``cache_dir``: SQLite, one row per key, written in one transaction);
+3. otherwise opens one :class:`leirc.lower.session.KernelSession` (one worker, one build;
+   with ``prestart`` the worker comes from a :class:`~leirc.lower.session.WorkerPool`
+   that started it, TVM imported, during the previous evaluation),
+   verifies through it with :func:`leirc.verify.verify` against the interpreter run of the
+   reference, whose inputs and outputs per (seed, dist) come from a
+   :class:`~leirc.engine.refcache.CachedReference` kept across candidates, and, if the
+   candidate is correct and ``time=True``, times it in the same session on the first
+   distribution's inputs of every seed.
+
+The cache key is the SHA-256 of the canonical compact print of the candidate and of the
+reference, the target, seeds, distributions, tolerances, timing protocol, thread count and
+the leirc version. Failures that depend on the machine's state (``timeout``, ``memory``)
+are not cached.
+
+Error kinds: ``None`` (correct), ``"illegal"`` (the candidate does not check), ``"build"``,
+``"crash"``, ``"timeout"``, ``"memory"``, ``"runtime"`` (the worker reported an error),
+``"mismatch"`` (it ran, and the verifier rejected its results).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import time as _time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field, fields
+from typing import Optional
+
+from .. import __version__
+from ..lang.checker import check_text
+from ..lang.diagnostics import render
+from ..lower.runner import TimingResult
+from ..lower.session import KernelSession, WorkerPool, target_name
+from ..verify import VerifyReport, verify
+from .refcache import CachedReference
+
+ERROR_KINDS = (None, "illegal", "build", "crash", "timeout", "memory", "mismatch", "runtime")
+DEFAULT_DISTS = ("uniform", "normal", "signed")
+#: Kinds not written to the caches: a rerun on a quieter machine may succeed.
+UNCACHED_KINDS = ("timeout", "memory")
+_FLOAT_KEYS = ("max_abs_err", "max_rel_err", "norm_rel_err")
+
+
+def _fingerprint(kernel) -> str:
+    try:
+        from ..lang.canonical import fingerprint
+    except ImportError:  # pragma: no cover - canonical.py is part of the tree
+        from ..lang.printer import print_kernel
+
+        return hashlib.sha256(print_kernel(kernel).encode()).hexdigest()
+    return fingerprint(kernel)
+
+
+def _key_text(kernel) -> str:
+    try:
+        from ..lang.canonical import canonical_text
+    except ImportError:  # pragma: no cover
+        from ..lang.printer import print_kernel
+
+        return print_kernel(kernel)
+    return canonical_text(kernel)
+
+
+def _unclean(x):
+    """Inverse of VerifyReport.to_json's float cleaning."""
+    if x is None:
+        return math.nan
+    if x == "inf":
+        return math.inf
+    if x == "-inf":
+        return -math.inf
+    return x
+
+
+def _report_from_json(d: dict) -> VerifyReport:
+    names = {f.name for f in fields(VerifyReport)}
+    kw = {k: v for k, v in d.items() if k in names}
+    for k in _FLOAT_KEYS:
+        if k in kw:
+            kw[k] = _unclean(kw[k])
+    kw["per_output"] = {n: {k: (_unclean(v) if k in _FLOAT_KEYS else v) for k, v in p.items()}
+                        for n, p in (kw.get("per_output") or {}).items()}
+    return VerifyReport(**kw)
+
+
+def _timing_from_json(d: dict) -> TimingResult:
+    names = {f.name for f in fields(TimingResult)}
+    return TimingResult(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    fingerprint: str
+    ok: bool
+    error_kind: Optional[str]
+    verify: Optional[VerifyReport]
+    timing: Optional[TimingResult]
+    build_s: Optional[float]
+    seconds: float
+    error: Optional[str] = None  # the first failure, as a message
+    kernel: str = ""
+    startup_s: Optional[float] = None  # worker start-up + build, wall seconds (part of ``seconds``)
+    cached: bool = field(default=False, compare=False)  # True when served from a cache
+
+    def to_json(self) -> dict:
+        return {"fingerprint": self.fingerprint, "kernel": self.kernel, "ok": self.ok, "error_kind": self.error_kind,
+                "error": self.error, "verify": None if self.verify is None else self.verify.to_json(),
+                "timing": None if self.timing is None else asdict(self.timing), "build_s": self.build_s,
+                "startup_s": self.startup_s, "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: dict, *, cached: bool = False) -> "Evaluation":
+        return cls(d["fingerprint"], bool(d["ok"]), d.get("error_kind"),
+                   None if d.get("verify") is None else _report_from_json(d["verify"]),
+                   None if d.get("timing") is None else _timing_from_json(d["timing"]),
+                   d.get("build_s"), float(d.get("seconds", 0.0)), d.get("error"), d.get("kernel", ""),
+                   d.get("startup_s"), cached)
+
+
+class EvaluationCache:
+    """Evaluations on disk, by content key: ``DIR/evaluations.sqlite``. Every write is one
+    transaction, so concurrent evaluators (threads or processes) see whole rows only."""
+
+    def __init__(self, directory: str):
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, "evaluations.sqlite")
+        with self._connect() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS evaluations (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
+                      "created REAL NOT NULL, data TEXT NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60.0)
+
+    def get(self, key: str) -> Optional[dict]:
+        c = self._connect()
+        try:
+            row = c.execute("SELECT data FROM evaluations WHERE key = ?", (key,)).fetchone()
+        finally:
+            c.close()
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except ValueError:
+            return None
+
+    def put(self, key: str, fingerprint: str, data: dict) -> None:
+        c = self._connect()
+        try:
+            with c:
+                c.execute("INSERT OR REPLACE INTO evaluations (key, fingerprint, created, data) VALUES (?, ?, ?, ?)",
+                          (key, fingerprint, _time.time(), json.dumps(data)))
+        finally:
+            c.close()
+
+    def __len__(self) -> int:
+        c = self._connect()
+        try:
+            return int(c.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
+        finally:
+            c.close()
+
+
+class _Recorder:
+    """Wraps a session's runner to remember the first failed run's error kind."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.kind: Optional[str] = None
+        self.error: Optional[str] = None
+
+    def __call__(self, *args, **kw):
+        try:
+            r = self.runner(*args, **kw)
+        except Exception as e:  # noqa: BLE001 - verify turns it into a failure too
+            if self.kind is None:
+                self.kind, self.error = "runtime", f"{type(e).__name__}: {e}"
+            raise
+        if not r.ok and self.kind is None:
+            self.kind, self.error = r.error_kind or "runtime", r.error
+        return r
+
+
+class Evaluator:
+    """Evaluate candidate kernels for one target (see the module docstring)."""
+
+    def __init__(self, target="llvm", *, seeds=(0, 1, 2), dists=None, time: bool = True,
+                 cache_dir: Optional[str] = None, threads: Optional[int] = None, timeout: float = 120.0,
+                 memory_limit_mb: int = 8192, warmup: int = 3, repeat: int = 10, min_repeat_ms: float = 50.0,
+                 rtol: Optional[float] = None, norm_tol: Optional[float] = None,
+                 poison_intermediates: bool = False, max_references: int = 2,
+                 reference_max_bytes: int = 1 << 30, build_timeout: Optional[float] = None,
+                 prestart: bool = True):
+        if target_name(target) == "interp":
+            raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
+        self.target = target
+        self.seeds = tuple(int(s) for s in seeds)
+        # None: the verifier's default grid and its probes, as ``leirc verify`` runs them
+        self.dists = tuple(dists) if dists is not None else None
+        self.time = bool(time)
+        self.threads = threads
+        self.timeout = float(timeout)
+        self.build_timeout = build_timeout
+        self.memory_limit_mb = memory_limit_mb
+        self.warmup, self.repeat, self.min_repeat_ms = int(warmup), int(repeat), float(min_repeat_ms)
+        self.rtol, self.norm_tol = rtol, norm_tol
+        self.poison_intermediates = bool(poison_intermediates)
+        self.cache = EvaluationCache(cache_dir) if cache_dir else None
+        self.max_references = max(1, int(max_references))
+        self.reference_max_bytes = int(reference_max_bytes)
+        self._memo: dict = {}
+        # the next candidate's worker imports TVM while this one is verified
+        self.pool = WorkerPool(1) if prestart else None
+        self._refs: "OrderedDict[str, CachedReference]" = OrderedDict()
+        self.stats = {"evaluations": 0, "memory_hits": 0, "disk_hits": 0, "sessions": 0, "builds": 0}
+
+    def close(self) -> None:
+        """Stop the started spare worker (also done at interpreter exit)."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- pieces ---------------------------------------------------------------------
+    def reference(self, result) -> CachedReference:
+        """The cached reference for a checked kernel (LRU over ``max_references``)."""
+        fp = _fingerprint(result.kernel)
+        ref = self._refs.get(fp)
+        if ref is None:
+            ref = CachedReference(result, fingerprint=fp, max_bytes=self.reference_max_bytes)
+            self._refs[fp] = ref
+            while len(self._refs) > self.max_references:
+                self._refs.popitem(last=False)
+        else:
+            self._refs.move_to_end(fp)
+        return ref
+
+    def key(self, cand_kernel, ref_kernel) -> str:
+        spec = {"leirc": __version__, "candidate": _key_text(cand_kernel), "reference": _key_text(ref_kernel),
+                "target": self.target, "seeds": list(self.seeds),
+                "dists": None if self.dists is None else list(self.dists),
+                "rtol": self.rtol, "norm_tol": self.norm_tol, "poison_intermediates": self.poison_intermediates,
+                "time": [self.warmup, self.repeat, self.min_repeat_ms] if self.time else None,
+                "threads": self.threads}
+        return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _lookup(self, key: str) -> Optional[Evaluation]:
+        ev = self._memo.get(key)
+        if ev is not None:
+            self.stats["memory_hits"] += 1
+            return ev
+        if self.cache is not None:
+            d = self.cache.get(key)
+            if d is not None:
+                self.stats["disk_hits"] += 1
+                ev = Evaluation.from_json(d, cached=True)
+                self._memo[key] = ev
+                return ev
+        return None
+
+    def _store(self, key: str, ev: Evaluation) -> None:
+        if ev.error_kind in UNCACHED_KINDS:
+            return
+        self._memo[key] = Evaluation.from_json(ev.to_json(), cached=True)
+        if self.cache is not None:
+            self.cache.put(key, ev.fingerprint, ev.to_json())
+
+    # -- the entry point ----------------------------------------------------------------
+    def evaluate(self, source_text: str, *, kernel: Optional[str] = None, reference: Optional[str] = None,
+                 cache: bool = True) -> Evaluation:
+        """Evaluate one candidate (``source_text``, its kernel ``kernel`` or the only one)
+        against ``reference`` (LEIR text; default: the candidate itself). ``cache=False``
+        evaluates again even when a cached evaluation exists (and stores the new one)."""
+        t0 = _time.perf_counter()
+        self.stats["evaluations"] += 1
+        cand, problem = _pick(source_text, kernel, "candidate")
+        if cand is None:
+            return Evaluation(hashlib.sha256(source_text.encode()).hexdigest(), False, "illegal", None, None, None,
+                              round(_time.perf_counter() - t0, 4), problem, kernel or "")
+        if reference is None:
+            ref = cand
+        else:
+            ref, problem = _pick(reference, kernel, "reference", prefer=cand.kernel.name)
+            if ref is None:
+                raise ValueError(problem)
+        fp = _fingerprint(cand.kernel)
+        key = self.key(cand.kernel, ref.kernel)
+        hit = self._lookup(key) if cache else None
+        if hit is not None:
+            return hit
+        ev = self._evaluate(source_text, cand, ref, reference, fp, t0)
+        self._store(key, ev)
+        return ev
+
+    def _evaluate(self, source_text, cand, ref, reference, fp, t0) -> Evaluation:
+        name = cand.kernel.name
+
+        def done(ok, kind, rep, timing, build_s, error):
+            return Evaluation(fp, ok, kind, rep, timing, build_s, round(_time.perf_counter() - t0, 4), error, name,
+                              s.startup_s)
+
+        refc = self.reference(ref)
+        self.stats["sessions"] += 1
+        s = KernelSession(source_text, kernel=name, target=self.target, threads=self.threads, timeout=self.timeout,
+                          memory_limit_mb=self.memory_limit_mb, poison_intermediates=self.poison_intermediates,
+                          build_timeout=self.build_timeout, pool=self.pool)
+        try:
+            rec = _Recorder(s.runner)
+            rep = verify(source_text, reference, kernel=name, seeds=self.seeds, dists=self.dists,
+                         target=target_name(self.target), runner=rec, rtol=self.rtol, norm_tol=self.norm_tol,
+                         timeout=self.timeout, reference_cache=refc)
+            failure = s.build_failure
+            if failure is not None and s.builds == 0:
+                return done(False, failure[1], rep, None, None, failure[0])
+            if not rep.equal:
+                kind = rec.kind or "mismatch"
+                err = rec.error if rec.kind else (rep.failures[0] if rep.failures else "verification failed")
+                return done(False, kind, rep, None, s.build_s, err)
+            timing = None
+            if self.time:
+                first = self.dists[0] if self.dists else DEFAULT_DISTS[0]
+                sets = [refc.run(seed, first)[0] for seed in self.seeds]
+                timing = s.time(sets, warmup=self.warmup, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms)
+                if not timing.ok:
+                    return done(False, timing.error_kind or "runtime", rep, timing, s.build_s, timing.error)
+            return done(True, None, rep, timing, s.build_s, None)
+        finally:
+            self.stats["builds"] += s.builds
+            s.close()
+
+def _pick(text: str, kernel: Optional[str], what: str, prefer: Optional[str] = None):
+    """(CheckResult, None) of the named (or preferred, or only) kernel, or (None, message)."""
+    cf = check_text(text, f"<{what}>")
+    if not cf.ok:
+        errs = [d for d in cf.diagnostics if d.is_error]
+        return None, "\n".join(render(d, cf.parse.source) for d in errs)
+    results = cf.results
+    names = [r.kernel.name for r in results]
+    want = kernel if kernel is not None else (prefer if prefer in names and len(names) > 1 else None)
+    if want is None:
+        if len(results) != 1:
+            return None, f"the {what} defines {len(results)} kernels ({', '.join(names)}); name one with kernel="
+        return results[0], None
+    for r in results:
+        if r.kernel.name == want:
+            return r, None
+    return None, f"no kernel '{want}' in the {what} (kernels: {', '.join(names)})"

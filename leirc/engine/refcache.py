@@ -1,0 +1,105 @@
+"""Reference outputs computed once per (reference kernel, seed, distribution).
+
+A search verifies many candidates against one reference program; the inputs and the
+interpreter's outputs for each (seed, dist) are the same every time. :class:`CachedReference`
+is the reference side of :func:`leirc.verify.verify` (its ``reference_cache=`` parameter):
+it draws the inputs with :func:`leirc.interp.random_inputs`, runs the interpreter, and
+computes the masks of reference outputs that stay unwritten (poisoned) exactly as
+``verify`` does (with ``check_uninit`` where the interpreter has it), then keeps the
+result. ``verify`` bypasses the cache for explicit ``domains``, the literal oracle and the
+``special`` probe, whose inputs depend on more than (seed, dist). Cached arrays are made read-only: ``verify`` copies
+inputs before handing them to a candidate and never writes the reference outputs, so a
+candidate cannot corrupt the cache for the next one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+import numpy as np
+
+from ..interp import Interpreter, random_inputs
+from ..interp import dtypes as D
+
+#: Entries beyond this many bytes (inputs + outputs) are computed but not kept.
+DEFAULT_MAX_BYTES = 2 << 30
+
+
+def _uninit_kw() -> dict:
+    """verify() runs the reference with ``check_uninit`` (reads of never-written elements
+    are errors) where the interpreter has it; the cache must give the same verdicts."""
+    try:
+        return {"check_uninit": True} if "check_uninit" in inspect.signature(Interpreter.run).parameters else {}
+    except (TypeError, ValueError):  # pragma: no cover
+        return {}
+
+
+_UNINIT = _uninit_kw()
+
+
+def _freeze(arrays: dict) -> dict:
+    for a in arrays.values():
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+    return arrays
+
+
+class CachedReference:
+    """The reference side of a verification, cached per (seed, dist).
+
+    ``result`` is the reference kernel's CheckResult; ``fingerprint`` identifies it (the
+    canonical fingerprint when not given)."""
+
+    def __init__(self, result, *, fingerprint: Optional[str] = None, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.result = result
+        self.kernel = result.kernel
+        if fingerprint is None:
+            from ..lang.canonical import fingerprint as canonical_fingerprint
+
+            fingerprint = canonical_fingerprint(result.kernel)
+        self.fingerprint = fingerprint
+        self.max_bytes = int(max_bytes)
+        self.hits = 0
+        self.misses = 0
+        self._interp: Optional[Interpreter] = None
+        self._runs: dict = {}
+        self._bytes = 0
+
+    def run(self, seed: int, dist: str) -> tuple[dict, dict, dict]:
+        """(inputs, reference outputs, unwritten-element masks) for one input set."""
+        key = (int(seed), str(dist))
+        got = self._runs.get(key)
+        if got is not None:
+            self.hits += 1
+            return got
+        self.misses += 1
+        inputs = random_inputs(self.kernel, key[0], key[1])
+        outs, unw = self._reference_run(inputs)
+        entry = (_freeze(inputs), _freeze(outs), _freeze(unw))
+        size = sum(a.nbytes for part in entry for a in part.values() if isinstance(a, np.ndarray))
+        if self._bytes + size <= self.max_bytes:
+            self._runs[key] = entry
+            self._bytes += size
+        return entry
+
+    def _reference_run(self, inputs: dict) -> tuple[dict, dict]:
+        if self._interp is None:
+            self._interp = Interpreter(self.result)
+        kw = _UNINIT
+        outs = self._interp.run(inputs, **kw)
+        unw = {}
+        for p in self.kernel.outputs:
+            n, dt = p.name, p.dtype
+            m = D.poison_mask(outs[n], dt)
+            if not D.is_float(dt) and m.any():
+                # an integer output equal to the sentinel may be a real value: unwritten only
+                # if it also holds the second sentinel in a run poisoned with that one
+                again = self._interp.run(inputs, poison_alt=True, **kw)
+                m = m & D.poison_mask(again[n], dt, True)
+            unw[n] = m
+        return outs, unw
+
+    @property
+    def cached_runs(self) -> int:
+        return len(self._runs)
