@@ -348,14 +348,14 @@ def _verify_against_interpreter(b: Build, j: Job) -> None:
     b.note(f"verified {j.name}: max_abs_err={rep.max_abs_err:.3g}, norm_rel_err={rep.norm_rel_err:.3g}")
 
 
-def _sandboxed_runner(text: str, kernel: A.Kernel, *, threads: int, timeout: float):
-    """``runner(source, feed) -> outputs`` for the frontend's verifier: the kernel runs in a
-    worker process (never in this process), built once for all seeds when sessions exist."""
+def _sandboxed_runner(session, kernel: A.Kernel):
+    """``runner(source, feed) -> outputs`` for the frontend's verifier: the kernel runs in the
+    session's worker process (never in this process), built once for all seeds."""
     from .frontend import FrontendError
-    from .lower.runner import run_kernel, zero_outputs
+    from .lower.runner import zero_outputs
 
     def run(source, feed):
-        res = run_kernel(text, feed, zero_outputs(kernel), target="llvm", threads=threads, timeout=timeout)
+        res = session.run(feed, zero_outputs(kernel))
         if not res.ok:
             raise FrontendError(f"compiled kernel failed ({res.error_kind}): {res.error}")
         return res.outputs
@@ -366,11 +366,13 @@ def _sandboxed_runner(text: str, kernel: A.Kernel, *, threads: int, timeout: flo
 def _verify_against_module(b: Build, j: Job) -> None:
     from .frontend import load_model, verify_against_torch
 
+    from .lower.session import KernelSession
+
     text = j.text()
     imp = b.model.imported
-    run = _sandboxed_runner(text, j.current.kernel, threads=b.options.threads, timeout=b.options.timeout)
-    v = verify_against_torch(b.model.path, text, imp.weights, seeds=PY_VERIFY_SEEDS, runner=run,
-                             loaded=load_model(b.model.path))
+    with KernelSession(text, target="llvm", threads=b.options.threads, timeout=b.options.timeout) as session:
+        v = verify_against_torch(b.model.path, text, imp.weights, seeds=PY_VERIFY_SEEDS,
+                                 runner=_sandboxed_runner(session, j.current.kernel), loaded=load_model(b.model.path))
     v.target = _verify_target(b)
     j.verification = v
     if not v.ok:
