@@ -314,3 +314,18 @@ def test_poison_intermediates_reaches_the_build():
         r = s.run({"A": np.arange(8, dtype=np.float32)}, {"Y": np.zeros(8, np.float32)})
         assert r.ok, r.error
         assert r.outputs["Y"].tolist() == [2.0 * k + 1.0 for k in range(8)]
+
+
+def test_scalar_outputs_keep_their_shape():
+    # np.ascontiguousarray turns a 0-d array into shape (1,): every loss kernel (Y: f32[])
+    # then failed its shape check in the worker
+    import numpy as np
+
+    from leirc.lower.session import KernelSession
+
+    src = r"\kernel total(A: f32[8]) -> (Y: f32[]) { L^{8}_{i=0} [ Y^{f32,g} = Y^{f32,g} + A^{f32,g}_{i}; ]; }"
+    a = np.arange(8, dtype=np.float32)
+    with KernelSession(src, target="llvm") as s:
+        r = s.run({"A": a}, {"Y": np.zeros((), np.float32)})
+    assert r.ok, r.error
+    assert r.outputs["Y"].shape == () and float(r.outputs["Y"]) == 28.0

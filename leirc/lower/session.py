@@ -567,7 +567,7 @@ class KernelSession:
         path = os.path.join(self._state.dir, name)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
-            np.save(f, np.ascontiguousarray(a), allow_pickle=False)
+            np.save(f, np.asarray(a, order="C"), allow_pickle=False)
         os.replace(tmp, path)
         return name
 

@@ -125,7 +125,7 @@ def _save_npy(path: str, a) -> None:
     # no fsync: the files only have to outlive this process's page cache, not a reboot
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        np.save(f, np.ascontiguousarray(a), allow_pickle=False)
+        np.save(f, np.asarray(a, order="C"), allow_pickle=False)
     os.replace(tmp, path)
 
 
