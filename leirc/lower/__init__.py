@@ -5,7 +5,10 @@ This package is the only part of leirc that imports TVM (lazily, see :mod:`._tvm
 * :func:`lower` -- a checked kernel to a ``tvm.IRModule`` holding one tirx PrimFunc
   (built with the IR builder; design and semantics in :mod:`leirc.lower.tir`).
 * :func:`build` -- lower and compile for ``llvm`` (CPU) or ``cuda`` (CUDA C source;
-  no GPU needed to build), returning a :class:`Built`.
+  no GPU needed to build), returning a :class:`Built`; ``poison_intermediates=True``
+  (verification) fills intermediates with the interpreter's poison at kernel start.
+* The compiled code follows the interpreter on IEEE and integer corner cases (NaN in
+  ``max``/``min`` and comparisons, unsigned wrap-around); see :mod:`leirc.lower.tir`.
 * :func:`nvcc_compile` -- compile-check CUDA source with ``nvcc -arch=sm_90 -ptx``.
 * :mod:`leirc.lower.runner` -- run or time a kernel in a worker subprocess.
 
@@ -99,23 +102,26 @@ def _arch(arch: str) -> str:
     return arch if arch.startswith("sm_") else f"sm_{arch}"
 
 
-def lower(result: CheckResult, target: str | dict = "llvm", *, file: Optional[str] = None):
-    """Lower a checked kernel to a ``tvm.IRModule`` (one PrimFunc named after the kernel)."""
-    mod, _ = _lower(result, target, file)
+def lower(result: CheckResult, target: str | dict = "llvm", *, file: Optional[str] = None,
+          poison_intermediates: bool = False):
+    """Lower a checked kernel to a ``tvm.IRModule`` (one PrimFunc named after the kernel).
+    ``poison_intermediates``: see :func:`build`."""
+    mod, _ = _lower(result, target, file, poison_intermediates=poison_intermediates)
     return mod
 
 
-def lower_with_diagnostics(result: CheckResult, target: str | dict = "llvm", *, file: Optional[str] = None):
+def lower_with_diagnostics(result: CheckResult, target: str | dict = "llvm", *, file: Optional[str] = None,
+                           poison_intermediates: bool = False):
     """(IRModule, lowering warnings such as W050/W051)."""
-    mod, diags = _lower(result, target, file)
+    mod, diags = _lower(result, target, file, poison_intermediates=poison_intermediates)
     return mod, [d.with_file(_file_of(result, file)) for d in diags]
 
 
-def _lower(result: CheckResult, target, file, only=None):
+def _lower(result: CheckResult, target, file, only=None, *, poison_intermediates: bool = False):
     if not result.ok:
         raise ValueError("cannot lower a kernel with check errors")
     try:
-        return lower_kernel(result, target, only)
+        return lower_kernel(result, target, only, poison_intermediates=poison_intermediates)
     except LowerFailure as e:
         d = error("E050", f"cannot lower kernel '{result.kernel.name}' to TVM TIR: {e.message}",
                   e.span or result.kernel.span).with_file(_file_of(result, file))
@@ -135,6 +141,7 @@ class Built:
     ir_module: Any = None  # the lowered tvm.IRModule
     diagnostics: list = field(default_factory=list)  # lowering warnings (W050, W051)
     signature: Any = None  # the leirc.lang.ast.Kernel (parameter names, dtypes, shapes)
+    poison_intermediates: bool = False  # intermediates are poisoned at kernel start (see build)
     _rt: Any = field(default=None, repr=False)
 
     def jit(self):
@@ -172,16 +179,26 @@ class Built:
         return {p.name: t.numpy() for p, t in zip(k.outputs, outs)}
 
 
-def build(result: CheckResult, target="llvm", *, cuda_arch: str = "sm_90", file: Optional[str] = None) -> Built:
-    """Lower and compile. ``target``: ``"llvm"``, ``"cuda"`` or a TVM target dict."""
+def build(result: CheckResult, target="llvm", *, cuda_arch: str = "sm_90", file: Optional[str] = None,
+          poison_intermediates: bool = False) -> Built:
+    """Lower and compile. ``target``: ``"llvm"``, ``"cuda"`` or a TVM target dict.
+
+    ``poison_intermediates=True`` (verification builds) fills every intermediate tensor
+    with the interpreter's poison (:func:`leirc.interp.dtypes.poison_value`: a NaN
+    payload for floats, a sentinel for integers, False for bool) when the kernel starts,
+    so a candidate that reads elements it never wrote computes detectably wrong outputs
+    instead of reusing whatever the memory held. On CUDA this covers intermediates in
+    global memory; shared/local ones (regions compacted per block/thread) are not filled.
+    Costs one pass over the intermediates per call: off for timing."""
     tgt = resolve_target(target, cuda_arch)
-    mod, diags = _lower(result, tgt, file)
-    return build_lowered(result, mod, tgt, diagnostics=diags, file=file)
+    mod, diags = _lower(result, tgt, file, poison_intermediates=poison_intermediates)
+    return build_lowered(result, mod, tgt, diagnostics=diags, file=file, poison_intermediates=poison_intermediates)
 
 
-def build_lowered(result: CheckResult, mod, target: dict, *, diagnostics=(), file: Optional[str] = None) -> Built:
+def build_lowered(result: CheckResult, mod, target: dict, *, diagnostics=(), file: Optional[str] = None,
+                  poison_intermediates: bool = False) -> Built:
     """Compile an IRModule produced by :func:`lower` for ``result`` (``target``: a dict from
-    :func:`resolve_target`)."""
+    :func:`resolve_target`; ``poison_intermediates``: as passed to :func:`lower`)."""
     from ._tvm import tvm as _t
 
     tvm = _t()
@@ -192,7 +209,7 @@ def build_lowered(result: CheckResult, mod, target: dict, *, diagnostics=(), fil
         ex = tvm.compile(mod, target=tgt)
     except Exception as e:  # noqa: BLE001 - TVM raises several error types
         msg = _tvm_message(e)
-        span = _attribute_build_failure(result, tgt) or result.kernel.span
+        span = _attribute_build_failure(result, tgt, poison_intermediates) or result.kernel.span
         d = error("E051", f"TVM failed to build kernel '{result.kernel.name}' for {kind}: {msg}", span)
         raise BuildError(d.with_file(_file_of(result, file))) from None
     cuda_source = None
@@ -203,10 +220,11 @@ def build_lowered(result: CheckResult, mod, target: dict, *, diagnostics=(), fil
             raise BuildError(d.with_file(_file_of(result, file)))
         cuda_source = imports[0].inspect_source("cuda")
     return Built(ex, func.script(), cuda_source, tgt, result.kernel.name, symbol_name(result.kernel.name), mod,
-                 [d.with_file(_file_of(result, file)) for d in diagnostics], result.kernel)
+                 [d.with_file(_file_of(result, file)) for d in diagnostics], result.kernel,
+                 bool(poison_intermediates))
 
 
-def _attribute_build_failure(result: CheckResult, tgt: dict):
+def _attribute_build_failure(result: CheckResult, tgt: dict, poison_intermediates: bool = False):
     """Span of the first top-level item whose lowering alone fails to build (or None)."""
     from ._tvm import tvm as _t
 
@@ -216,7 +234,7 @@ def _attribute_build_failure(result: CheckResult, tgt: dict):
         return body[0].span if body else None
     for k, item in enumerate(body):
         try:
-            mod, _ = lower_kernel(result, tgt, only={k})
+            mod, _ = lower_kernel(result, tgt, only={k}, poison_intermediates=poison_intermediates)
             tvm.compile(mod, target=tgt)
         except Exception:  # noqa: BLE001
             return item.span

@@ -27,5 +27,17 @@ def tvm():
         finally:
             if hide and "torch" in sys.modules and sys.modules["torch"] is None:
                 del sys.modules["torch"]
+        _vectorizable_isnan(_t)
         _tvm = _t
     return _tvm
+
+
+def _vectorizable_isnan(t) -> None:
+    """Let TVM's loop vectorizer keep ``isnan`` in vector form (LLVM: one ``fcmp uno`` on
+    the vector). Without the attribute a ``V`` loop holding a NaN-propagating ``max`` is
+    scalarized. The CUDA lowering emits ``isnan`` of constants only, which fold (TVM
+    prints a vector ``isnan`` as a whole-vector ``!=``, which is not CUDA C; see
+    ``_ExprLowerer.isnan`` in ``leirc.lower.tir``)."""
+    op = t.ir.Op.get("tirx.isnan")
+    if not op.get_attr("TVectorizable"):
+        t.ir.register_op_attr("tirx.isnan", "TVectorizable", True)
