@@ -16,7 +16,9 @@ Generated from the registry by `python -m leirc.strategies.docgen > docs/strateg
 legality-checked rewrite of a checked kernel (`leirc strategies FILE` lists where they apply,
 `leirc apply FILE NAME --at SITE --arg k=v` applies one). Numerics: **bitwise** = the same
 floating-point operations in the same order; **exact-in-reals** = mathematically equal, rounding may
-differ (the verifier's tolerance applies); **approximate** = not mathematically equal.
+differ (the verifier's tolerance applies); **approximate** = equal in the reals at most, but the
+floating-point result may overflow, become NaN or cancel catastrophically where the original does not
+(e.g. `exp(x - m)` split into `exp(x) * exp(-m)` overflows at logits near 100), or not equal at all.
 
 Loop references are `N<i>.<index>` (top-level item i, the loop with that index; `#k` for the k-th
 repeat), statement references `N<i>.S<k>` (k-th statement of item i in pre-order).
