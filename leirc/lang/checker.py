@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from . import ast as A
-from .affine import Facts, affine
+from .affine import Facts, affine, attained, captures
 from .diagnostics import Diagnostic, error, warning
 from .parser import ParseResult, parse
 
@@ -103,6 +103,7 @@ def binding_axis(var: str) -> Optional[tuple[str, str]]:
 
 
 from .types import is_float as _is_float, is_int as _is_int, promote as _promote  # noqa: E402
+from .types import INT_RANGES, is_signed_int, literal_misfit, typed_walk  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -119,6 +120,7 @@ class _Checker:
         self.input_names = {p.name for p in kernel.inputs}
         self.output_names = {p.name for p in kernel.outputs}
         self._warned: set = set()
+        self._overflowed: set[int] = set()  # ids of subscripts that got E026
 
     def err(self, code, msg, span, notes=()):
         self.diags.append(error(code, msg, span, notes))
@@ -145,6 +147,7 @@ class _Checker:
             return CheckResult(self.k, self.diags, self.tensors, self.stmts)
         self._order()
         self._shapes()
+        self._numeric()
         if not any(d.is_error for d in self.diags):
             self._bounds()
             self._races()
@@ -423,6 +426,111 @@ class _Checker:
             if info.role == "intermediate" and info.shape is None:
                 info.shape = tuple(1 for _ in range(info.rank))
 
+    # -- pass 3b: literals and integer ranges (docs/language.md, "Types") ------------------
+    def _numeric(self):
+        """E025 for literals their adopted type cannot hold, E026 for integer values that
+        provably leave the range of the signed type they compute in or are converted to."""
+        for si in self.stmts:
+            facts = self._facts(si.loops)
+            st = si.stmt
+            for idx in st.target.indices:
+                self._numeric_expr(idx, "i64", None, facts, key=idx)
+            self._numeric_expr(st.value, st.target.dtype, st.target.dtype, facts, key=None)
+
+    @staticmethod
+    def _refine(state, cond, truth):
+        facts, exact = state
+        return facts.assuming(cond, truth), exact and captures(cond, truth, facts)
+
+    def _numeric_expr(self, root: A.Expr, ctx: str, conv, facts: Facts, key):
+        """Walk ``root`` (computed in context ``ctx``, converted to ``conv``) with the path
+        facts of the guards. ``key`` is the subscript ``root`` is, if it is one: E026 there
+        replaces the bounds proof. An overflow is reported only when it is provable: the
+        interval is attained (:func:`leirc.lang.affine.attained`) and every guard on the way
+        was captured exactly (:func:`leirc.lang.affine.captures`)."""
+        flagged: list = []  # (provable, node, interval, type, how)
+        subscripts: list = []
+        skip: set[int] = set()
+        for n, T, cv, (f, exact) in typed_walk(root, ctx, conv, (facts, True), self._refine):
+            if id(n) in skip:
+                continue
+            if isinstance(n, A.Access):
+                subscripts.extend(n.indices)
+                continue
+            lit = _literal_value(n)
+            if lit is not None:
+                inner = n
+                while isinstance(inner, A.Neg):
+                    inner = inner.operand
+                    skip.add(id(inner))
+                self._check_literal(n, lit, cv)
+                continue
+            if T is None or T == "bool" or T not in INT_RANGES or f.infeasible():
+                continue
+            iv = f.grounded_interval(n)
+            if iv is None:
+                continue
+            for how, U in (("computes in", T), ("is converted to", cv)):
+                if U is None or (how != "computes in" and U == T) or U not in INT_RANGES or not is_signed_int(U):
+                    continue
+                lo, hi = INT_RANGES[U]
+                if iv[0] < lo or iv[1] > hi:
+                    flagged.append((exact and attained(n, f), n, iv, U, how))
+        if not any(x[0] for x in flagged):
+            return
+        # group by the innermost subscript that contains the node (None: the value itself)
+        owner: dict[int, A.Expr] = {}
+        for sub in subscripts:  # pre-order: inner subscripts come later and win
+            for m in A.walk(sub):
+                owner[id(m)] = sub
+        groups: dict = {}
+        for item in flagged:
+            if item[0]:
+                sub = owner.get(id(item[1]), key)
+                groups.setdefault(id(sub) if sub is not None else None, []).append(item)
+        for k, items in groups.items():
+            # the innermost provable overflow is the one to fix
+            _, n, iv, U, how = min(items, key=lambda x: sum(1 for _ in A.walk(x[1])))
+            if k is not None:
+                self._overflowed.add(k)
+            self.err("E026", f"integer overflow: '{_short(n)}' {how} {U} but ranges over [{iv[0]}, {iv[1]}], "
+                     f"beyond [{INT_RANGES[U][0]}, {INT_RANGES[U][1]}]", n.span,
+                     notes=["signed integer overflow is an error in LEIR; unsigned arithmetic wraps modulo 2^n"])
+
+    def _check_literal(self, n: A.Expr, value, conv: Optional[str]):
+        if conv is None:
+            return  # a whole subscript: int64, which every literal the parser accepts fits
+        if conv.startswith("cast:"):
+            target = conv[5:]
+            # an explicit cast of an integer literal wraps by definition; a float literal
+            # converted to an integer type has no value when it is out of range
+            if isinstance(value, int) or target not in INT_RANGES:
+                return
+        else:
+            target = conv
+        why = literal_misfit(value, target)
+        if why is not None:
+            self.err("E025", f"literal {_fmt_lit(value)} meets {target} here and {why}", n.span, notes=[_LITERAL_NOTE])
+
+    def _may_overflow(self, idx: A.Expr, facts: Facts) -> Optional[A.Expr]:
+        """An integer node of subscript ``idx`` whose interval leaves the range of the type it
+        computes in (so the interval of ``idx`` is not its value under int64 arithmetic)."""
+        for n, T, cv, f in typed_walk(idx, "i64", None, facts, lambda st, c, t: st.assuming(c, t)):
+            if isinstance(n, A.Access):
+                continue
+            if T is None or T not in INT_RANGES or T == "bool" or _literal_value(n) is not None or f.infeasible():
+                continue
+            iv = f.grounded_interval(n)
+            if iv is None:
+                continue
+            for U in (T, cv):
+                if U is None or U not in INT_RANGES or U == "bool":
+                    continue
+                lo, hi = INT_RANGES[U]
+                if iv[0] < lo or iv[1] > hi:
+                    return n
+        return None
+
     # -- pass 4: bounds -------------------------------------------------------------
     def _bounds(self):
         for si in self.stmts:
@@ -459,7 +567,17 @@ class _Checker:
         if facts.infeasible():
             return  # inside a branch that is never taken
         for k, (idx, n) in enumerate(zip(acc.indices, info.shape)):
+            if id(idx) in self._overflowed:
+                continue  # E026 already says why this subscript has no value
             iv = facts.interval(idx)
+            # the interval is computed in the integers; it is the subscript's value only if
+            # no intermediate leaves the range of the type it computes in
+            wide = self._may_overflow(idx, facts) if iv is not None else None
+            if wide is not None:
+                self.err("E030", f"cannot prove subscript {k + 1} of '{acc.name}' lies in [0, {n}): the intermediate "
+                         f"'{_short(wide)}' may exceed the range of its integer type", idx.span,
+                         notes=["integer intermediates of subscripts compute in int64; keep them in range"])
+                continue
             if iv is not None and (iv[0] <= -(1 << 61) or iv[1] >= 1 << 61):
                 iv = None  # a one-sided guard bounds only one end: still unknown
             if iv is None:
@@ -532,185 +650,50 @@ class _Checker:
                          info.span, notes=["tile the loops so that one block touches a smaller region"])
 
 
+_LITERAL_NOTE = ("a literal takes the type of the operation it meets (docs/language.md, \"Types\"); "
+                 "write it in range, or convert explicitly, e.g. u8(300) wraps")
+
+
+def _literal_value(e: A.Expr):
+    """The value of a literal, with any unary minus applied (``-1`` is Neg(1)); None for
+    anything else."""
+    sign = 1
+    while isinstance(e, A.Neg):
+        sign = -sign
+        e = e.operand
+    if isinstance(e, A.Const) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool):
+        return sign * e.value
+    return None
+
+
+def _fmt_lit(v) -> str:
+    if isinstance(v, float) and math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _short(e: A.Expr, limit: int = 60) -> str:
+    from .printer import print_expr
+
+    t = print_expr(e)
+    return t if len(t) <= limit else t[: limit - 3] + "..."
+
+
 def _pos(span: Optional[A.Span]) -> str:
     return f"{span.line}:{span.col}" if span else "?"
 
 
-def _reduction_form(st: A.Assign):
-    """(op, operand, commuted) if ``st`` accumulates into its target.
-
-    Recognized: ``X = X op e`` and ``X = e op X`` (op in + *), ``max/min(X, e)`` in either
-    order, and left-deep chains with X as the leftmost leaf, ``X + a - b + c`` (sum) or
-    ``X * a / b`` (product), as the Step-TP reference emits them after algebraic rewrites.
-    For chains ``operand`` is None: the statement is evaluated literally, with X holding
-    the running value."""
-    x, v = st.target, st.value
-
-    def is_x(e):
-        return isinstance(e, A.Access) and e.name == x.name and e.indices == x.indices
-
-    def free_of_x(e):
-        return not any(isinstance(n, A.Access) and n.name == x.name for n in A.walk(e))
-
-    if isinstance(v, A.BinOp) and v.op in ("+", "-", "*"):
-        if is_x(v.lhs) and free_of_x(v.rhs):
-            return (v.op, v.rhs, False)
-        if v.op in ("+", "*") and is_x(v.rhs) and free_of_x(v.lhs):
-            return (v.op, v.lhs, True)
-    if isinstance(v, A.Call) and v.func in ("max", "min") and len(v.args) == 2:
-        a, b = v.args
-        if is_x(a) and free_of_x(b):
-            return (v.func, b, False)
-        if is_x(b) and free_of_x(a):
-            return (v.func, a, False)
-    # left-deep chains
-    for family, op, first_ops in ((("+", "-"), "+", ("+", "-")), (("*", "/"), "*", ("*",))):
-        node, rests, last_op = v, [], None
-        while isinstance(node, A.BinOp) and node.op in family:
-            rests.append(node.rhs)
-            last_op = node.op
-            node = node.lhs
-        # the operation applied to X itself decides the identity: X/e has none
-        if rests and last_op in first_ops and is_x(node) and all(free_of_x(r) for r in rests):
-            return (op, None, False)
-    return None
-
-
-def _loop_ranges(loops) -> dict:
-    return {l.var: (l.start, l.start + l.extent - 1) for l in loops}
-
-
-def find_conflict(lp: A.Loop, stmts: list[StmtInfo]):
-    """First pair of accesses inside loop ``lp`` that may touch the same element in two
-    different iterations of ``lp`` with at least one write, as (StmtInfo, message); None if
-    the iterations of ``lp`` are independent. Sound (never misses a dependence) but
-    conservative for non-affine subscripts."""
-    writes = [(si, si.stmt.target) for si in stmts]
-    all_acc = []
-    for si in stmts:
-        all_acc.append((si, si.stmt.target, True))
-        for a in accesses(si.stmt.value):
-            all_acc.append((si, a, False))
-        for i in si.stmt.target.indices:
-            for a in accesses(i):
-                all_acc.append((si, a, False))
-    for wsi, w in writes:
-        for rsi, r, r_is_write in all_acc:
-            if r.name != w.name:
-                continue
-            if not _independent(lp, wsi, w, rsi, r):
-                where = f"'{w.name}' is written in one iteration and {'written' if r_is_write else 'read'} in another"
-                if wsi is rsi and r is w:
-                    where = f"different iterations write the same element of '{w.name}'"
-                return (wsi, where)
-    return None
-
-
-def _only_self_conflicts(lp: A.Loop, stmts, red: StmtInfo) -> bool:
-    """True if the only cross-iteration conflicts in ``lp`` are the reduction's own
-    accumulator accesses (so the loop is a legal cross-thread reduction)."""
-    others = [si for si in stmts if si is not red]
-    x = red.stmt.target.name
-    for si in others:
-        names = {si.stmt.target.name} | {a.name for a in accesses(si.stmt.value)}
-        if x in names:
-            return False
-    rest = find_conflict(lp, others)
-    return rest is None
-
-
-def _virtual_dims(acc: A.Access) -> list:
-    """Subscripts of ``acc`` keyed by position, plus reconstructed dimensions: a pair
-    ``(X//c, X%c)`` determines X, so it is added as an extra dimension keyed by the pair."""
-    dims = [((k,), idx) for k, idx in enumerate(acc.indices)]
-    for i, di in enumerate(acc.indices):
-        for j, dj in enumerate(acc.indices):
-            if (isinstance(di, A.BinOp) and di.op == "//" and isinstance(dj, A.BinOp) and dj.op == "%"
-                    and di.lhs == dj.lhs and di.rhs == dj.rhs and isinstance(di.rhs, A.Const)):
-                dims.append(((i, j), di.lhs))
-    return dims
+# Dependences: one analysis (leirc.analysis) decides them for the checker, the strategies
+# and the interpreter; the names below stay importable from the checker for old callers.
+from ..analysis.deps import find_conflict, loop_independent as _loop_independent  # noqa: E402
+from ..analysis.deps import only_self_conflicts as _only_self_conflicts  # noqa: E402,F401
+from ..analysis.reductions import reduction_form as _reduction_form  # noqa: E402
 
 
 def _independent(lp: A.Loop, wsi: StmtInfo, w: A.Access, rsi: StmtInfo, r: A.Access) -> bool:
-    v = lp.var
-    if wsi is rsi and r is w and wsi.kind == "assign" and not _mentions(wsi.stmt, v):
-        return True  # every iteration stores the same value: redundant, not a race
-    if not w.indices:
-        return False  # a scalar written in every iteration
-    # loops enclosing lp are shared by both iterations; loops inside lp are independent
-    outer = []
-    for l in wsi.loops:
-        if l is lp:
-            break
-        outer.append(l.var)
-    inner_w = _inner_ranges(wsi.loops, lp)
-    inner_r = _inner_ranges(rsi.loops, lp)
-    rdims = dict(_virtual_dims(r))
-    for key, iw in _virtual_dims(w):
-        ir = rdims.get(key)
-        if ir is None:
-            continue
-        fw, fr = affine(iw), affine(ir)
-        if fw is None or fr is None:
-            continue
-        cw, cr = fw[0].get(v, 0), fr[0].get(v, 0)
-        if cw == 0 or cw != cr:
-            continue
-        if any(fw[0].get(o, 0) != fr[0].get(o, 0) for o in outer):
-            continue
-        # equal subscripts need  cw*(v_w - v_r) = const + sum(inner terms)
-        const = fr[1] - fw[1]
-        lo = hi = 0
-        g = 0
-        ok = True
-        for terms, ranges, sign in ((fr[0], inner_r, 1), (fw[0], inner_w, -1)):
-            for var, c in terms.items():
-                if var == v or var in outer:
-                    continue
-                rg = ranges.get(var)
-                if rg is None:
-                    ok = False
-                    break
-                c = sign * c
-                lo += min(c * rg[0], c * rg[1])
-                hi += max(c * rg[0], c * rg[1])
-                if rg[1] > rg[0]:
-                    g = math.gcd(g, abs(c))
-        if not ok:
-            continue
-        if _no_solution(abs(cw) if cw > 0 else cw, lp.extent, const, lo, hi, g):
-            return True
-    return False
-
-
-def _no_solution(c: int, extent: int, const: int, lo: int, hi: int, g: int) -> bool:
-    """True if no d in [-(extent-1), extent-1] minus {0} has c*d - const in [lo, hi] and
-    divisible by g (g = 0: must equal lo == hi)."""
-    if max(abs(lo + const), abs(hi + const)) < abs(c):
-        return True
-    if extent > 65536:
-        return False
-    for d in range(1, extent):
-        for dd in (d, -d):
-            t = c * dd - const
-            if lo <= t <= hi and (t % g == 0 if g else t == lo):
-                return False
-    return True
-
-
-def _mentions(st: A.Assign, var: str) -> bool:
-    return any(isinstance(n, A.Var) and n.name == var for n in A.walk(st))
-
-
-def _inner_ranges(loops, lp) -> dict:
-    out = {}
-    seen = False
-    for l in loops:
-        if seen:
-            out[l.var] = (l.start, l.start + l.extent - 1)
-        if l is lp:
-            seen = True
-    return out
+    """Do ``w`` and ``r`` never touch one element in two different iterations of ``lp``?
+    (:func:`leirc.analysis.deps.loop_independent`)"""
+    return _loop_independent(lp, wsi, w, rsi, r)
 
 
 def _covers(boxes, shape) -> bool:
@@ -774,6 +757,7 @@ def _per_block_footprint(name: str, stmts: list[StmtInfo]) -> Optional[int]:
 # public API
 
 
+@A.deep_recursion()  # type inference recurses on expressions; a long sum is deep
 def check_kernel(kernel: A.Kernel) -> CheckResult:
     """Check one kernel. Never raises on bad programs."""
     return _Checker(kernel).run()

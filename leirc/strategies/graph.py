@@ -19,12 +19,11 @@ Conventions shared by every strategy in this module:
   iteration by iteration. :func:`_may_reverse` decides, for every pair of accesses to the
   same tensor (one a write) from the two groups, whether an instance of the second group
   at iteration J can touch the element an instance of the first group touches at a
-  *later* iteration I (J before I in lexicographic order). It solves the subscript
-  equations for the iteration distance I - J on affine subscripts (one variable per
-  dimension, or an injective mixed-radix form such as ``g*64+tx``) and treats every
-  dimension it cannot solve, and every loop the subscripts leave free, as "any distance":
-  the test never misses a dependence. Accesses at the same iteration (distance 0) keep
-  their order, so they are fine.
+  *later* iteration I (J before I in lexicographic order). It asks the shared dependence
+  analysis (:mod:`leirc.analysis.deps`) for the direction vectors of the pair: exact for
+  affine and ``//``/``%`` subscripts, "any direction" for what it cannot solve, so the
+  test never misses a dependence. Accesses at the same iteration (distance 0) keep their
+  order, so they are fine.
 * ``check`` runs the checker on the rewritten program, so a step that passes ``check``
   never makes ``apply_step`` raise StrategyBug. ``sites`` runs the same legality tests,
   and the checker too wherever the construction does not make a clean result evident
@@ -46,7 +45,9 @@ from typing import Iterable, Optional
 
 from ..lang import ast as A
 from ..lang.affine import Facts, affine, dense_interval
-from ..lang.checker import _reduction_form, check_kernel, find_conflict
+from ..analysis.deps import EQ, GT, direction_vectors, find_conflict
+from ..analysis.reductions import reduction_form as _reduction_form
+from ..lang.checker import check_kernel
 from ..lang.printer import print_expr
 from ..lang.types import expr_type
 from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
@@ -146,65 +147,15 @@ def _stmt_accesses(st: A.Assign) -> list[tuple[A.Access, bool]]:
     return out
 
 
-def _injective_form(coefs: dict, ext: dict) -> bool:
-    """Is ``sum(c*v)`` injective over the boxes [0, ext)? (mixed radix, e.g. g*64+tx)"""
-    reach = 0
-    for c, n in sorted((abs(c), ext[v]) for v, c in coefs.items()):
-        if c <= reach:
-            return False
-        reach += c * (n - 1)
-    return True
-
-
-def _distances(f: A.Access, g: A.Access, loops: list[A.Loop]) -> Optional[dict]:
-    """Known iteration distances I - J for ``f`` at I and ``g`` at J touching the same
-    element: {var: distance} for the variables the subscripts pin down (others are free);
-    None if the two accesses can never touch the same element."""
-    ext = {l.var: l.extent for l in loops}
-    fixed: dict = {}
-    for fi, gi in zip(f.indices, g.indices):
-        af, ag = affine(fi), affine(gi)
-        if af is None or ag is None or af[0] != ag[0]:
-            continue  # no information from this dimension (conservative)
-        if any(v not in ext for v in af[0]):
-            continue
-        k = ag[1] - af[1]  # sum c*(I-J) = k
-        coefs = {v: c for v, c in af[0].items() if ext[v] > 1}
-        if not coefs:
-            if k != 0:
-                return None  # different constant coordinates
-            continue
-        if len(coefs) == 1:
-            (v, c), = coefs.items()
-            if k % c:
-                return None
-            d = k // c
-            if abs(d) >= ext[v] or fixed.setdefault(v, d) != d:
-                return None
-        elif k == 0 and _injective_form(coefs, ext):
-            for v in coefs:
-                if fixed.setdefault(v, 0) != 0:
-                    return None
-    return fixed
-
-
 def _may_reverse(f: A.Access, g: A.Access, loops: list[A.Loop]) -> bool:
     """Can ``f`` at iteration I and ``g`` at iteration J touch the same element with J
-    strictly before I (lexicographic order of ``loops``)? Never misses such a pair."""
+    strictly before I (lexicographic order of ``loops``)? Never misses such a pair: the
+    direction vectors come from the shared analysis (:mod:`leirc.analysis.deps`)."""
     if f.name != g.name or len(f.indices) != len(g.indices):
         return f.name == g.name
-    fixed = _distances(f, g, loops)
-    if fixed is None:
-        return False
-    for lp in loops:
-        if lp.extent <= 1:
-            continue
-        d = fixed.get(lp.var)
-        if d is None or d > 0:
-            return True  # I can be later than J
-        if d < 0:
-            return False
-    return False  # same iteration: program order within the body is kept
+    vectors = direction_vectors(f, loops, g, loops, [(l, l) for l in loops])
+    # the outermost loop whose index differs decides the order; GT: I's index is larger
+    return any(next((rel for rel in vec if rel != EQ), EQ) == GT for vec in vectors)
 
 
 def _group_conflict(first: list[A.Assign], second: list[A.Assign], loops: list[A.Loop]) -> Optional[str]:
@@ -224,25 +175,17 @@ def _group_conflict(first: list[A.Assign], second: list[A.Assign], loops: list[A
     return None
 
 
-def _determined_vars(acc: A.Access, loops: list[A.Loop]) -> Optional[set]:
-    """Loop variables that the subscripts of ``acc`` determine uniquely; None if a
-    subscript is not affine."""
-    ext = {l.var: l.extent for l in loops}
-    out = set()
-    for i in acc.indices:
-        af = affine(i)
-        if af is None or any(v not in ext for v in af[0]):
-            return None
-        coefs = {v: c for v, c in af[0].items() if ext[v] > 1}
-        if len(coefs) == 1 or (coefs and _injective_form(coefs, ext)):
-            out |= set(coefs)
-    return out
+def _determined_vars(acc: A.Access, loops: list[A.Loop]) -> set:
+    """Loop variables that the subscripts of ``acc`` determine uniquely: two iterations of
+    ``loops`` touching the same element of ``acc`` agree on them."""
+    vectors = direction_vectors(acc, loops, acc, loops, [(l, l) for l in loops])
+    return {l.var for k, l in enumerate(loops) if all(vec[k] == EQ for vec in vectors)}
 
 
 def _injective(acc: A.Access, loops: list[A.Loop]) -> bool:
     """Does every iteration of ``loops`` (extent > 1) touch a different element?"""
     det = _determined_vars(acc, loops)
-    return det is not None and all(l.var in det for l in loops if l.extent > 1)
+    return all(l.var in det for l in loops if l.extent > 1)
 
 
 def _reads_with_facts(st: A.Assign, loops: Iterable[A.Loop]) -> list[tuple[A.Access, Facts]]:
@@ -739,7 +682,7 @@ def _stmt_arg(s: Strategy, ctx: Context, ref: str):
     return st, path, enclosing_loops(ctx.kernel, path)
 
 
-@strategy("expression_splitting", level="graph", numerics="bitwise",
+@strategy("expression_splitting", level="graph", numerics="bitwise", creates=("value:tensor",),
           args=[Arg("stmt", "stmt", "statement holding the sub-expression, e.g. N1.S0"),
                 Arg("expr", "int", "operation index of the sub-expression (pre-order over binary operators and calls, "
                                    "0 = root; see the module docstring)")])
@@ -799,7 +742,7 @@ class ExpressionSplitting(Strategy):
         return self._plan(ctx, args["stmt"], args["expr"])[0]
 
 
-@strategy("common_subexpression_elimination", level="graph", numerics="bitwise",
+@strategy("common_subexpression_elimination", level="graph", numerics="bitwise", creates=("value:tensor",),
           args=[Arg("stmt", "stmt", "statement with the first occurrence, e.g. N1.S0"),
                 Arg("expr", "int", "operation index of the sub-expression in that statement (see expression_splitting)")])
 class CommonSubexpressionElimination(Strategy):
@@ -928,7 +871,7 @@ def _skeleton(e1: A.Expr, e2: A.Expr, holes: list) -> bool:
     return False
 
 
-@strategy("tensor_concat_to_fuse_operators", level="graph", numerics="bitwise",
+@strategy("tensor_concat_to_fuse_operators", level="graph", numerics="bitwise", creates=("concat:tensor", "result:tensor"),
           args=[Arg("nest", "nest", "first of two consecutive nests computing the same operator on different tensors")])
 class TensorConcatToFuseOperators(_NestPlanStrategy):
     """Compute the same operator on two sets of inputs once, on their concatenation.
@@ -1015,7 +958,7 @@ class TensorConcatToFuseOperators(_NestPlanStrategy):
 # tensor_split_to_decouple_operators
 
 
-@strategy("tensor_split_to_decouple_operators", level="graph", numerics="exact-in-reals",
+@strategy("tensor_split_to_decouple_operators", level="graph", numerics="exact-in-reals", creates=("first:tensor", "second:tensor"),
           args=[Arg("loop", "loop", "loop to split, e.g. N0.tx"),
                 Arg("at", "int", "split point: the first piece runs the first `at` iterations")])
 class TensorSplitToDecoupleOperators(Strategy):

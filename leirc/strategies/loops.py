@@ -6,10 +6,10 @@ Registered: ``loop_binding``, ``loop_fusion``, ``loop_parallelization``, ``loop_
 
 Rewrites that change the order of iterations (``loop_reorder``, ``loop_tiling``) share one
 dependence argument (:func:`_order_violation`): for every pair of accesses to one tensor in
-the loops' body, at least one a write, :func:`_free_vars` computes the loops in which two
-iterations touching the same element may differ (an injective subscript such as ``i`` or
-``io*4+i`` pins its loops; non-affine subscripts pin nothing, so the answer is
-conservative). A rewrite is legal iff it keeps the relative order of every such pair,
+the loops' body, at least one a write, the shared analysis (:mod:`leirc.analysis.deps`)
+gives the direction vectors (per loop: earlier, same or later iteration) under which the
+two touch the same element (exact for affine and ``//``/``%`` subscripts, conservative for
+the rest). A rewrite is legal iff it keeps the relative order of every such pair,
 except the accumulator of a pure reduction across its reduction loops, which is
 reassociated (exact in reals for ``+ - *``, bitwise for ``max``/``min``). Kind changes
 (``P``/``V``/``B``) use the checker's own race test, so a listed site always checks.
@@ -17,43 +17,21 @@ reassociated (exact in reals for ``+ - *``, bitwise for ``max``/``min``). Kind c
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Callable
 
 from ..lang import ast as A
-from ..lang.affine import affine
-from ..lang.checker import (BLOCK_LIMITS, MAX_THREADS_PER_BLOCK, MAX_VECTOR_LANES, THREAD_LIMITS, StmtInfo, _loop_ranges,
-                            _only_self_conflicts, _virtual_dims, binding_axis, check_kernel, find_conflict)
+from ..analysis.deps import EQ, GT, LT, direction_vectors, find_conflict, only_self_conflicts, refs_of
+from ..lang.checker import BLOCK_LIMITS, MAX_THREADS_PER_BLOCK, MAX_VECTOR_LANES, THREAD_LIMITS, StmtInfo, binding_axis
+from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
+from .common import first_error as _first_error, loop_arg as _loop_arg, loops_under as _loops_under
+from .common import rebuild_chain as _rebuild_chain, stmt_arg as _stmt_arg
 from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
 from .rewrite import (add, find_loop, find_stmt, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr,
                       mul, nest_chain, rename_tensor, replace_at, stmt_ref, substitute, var)
 
 
-def _loop_arg(s: Strategy, ctx: Context, ref: str) -> tuple[A.Loop, tuple]:
-    try:
-        return find_loop(ctx.kernel, ref)
-    except KeyError:
-        refs = ", ".join(r for r, _, _ in iter_loops(ctx.kernel))
-        raise s.na(f"no loop '{ref}' (loops: {refs})") from None
-
-
-def _divisors(n: int, limit: int | None = None) -> list[int]:
-    """Same result as :func:`rewrite.divisors`, in O(sqrt(n)) (extents reach 10^5)."""
-    small = [d for d in range(2, math.isqrt(n) + 1) if n % d == 0]
-    out = sorted(set(small) | {n // d for d in small} - {n})
-    if limit is not None:
-        pref = [d for d in out if d & (d - 1) == 0] + [d for d in out if d & (d - 1) != 0]
-        out = sorted(pref[:limit])
-    return out
-
-
-def _first_error(kernel: A.Kernel):
-    res = check_kernel(kernel)
-    return next((d for d in res.diagnostics if d.is_error), None)
-
-
-@strategy("loop_split", level="operator", numerics="bitwise",
+@strategy("loop_split", level="operator", numerics="bitwise", creates=("outer", "inner"),
           args=[Arg("loop", "loop", "loop to split, e.g. N0.a"),
                 Arg("factor", "int", "inner extent; must divide the loop extent")])
 class LoopSplit(Strategy):
@@ -178,15 +156,6 @@ def _inside(ctx: Context, lp: A.Loop) -> list[StmtInfo]:
     return [si for si in ctx.result.stmts if any(l is lp for l in si.loops)]
 
 
-def _outer_vars(si: StmtInfo, head: A.Loop) -> set[str]:
-    out = set()
-    for l in si.loops:
-        if l is head:
-            break
-        out.add(l.var)
-    return out
-
-
 def _access_pairs(stmts: list[StmtInfo]):
     """(writer, written access, other statement, other access, other is a write) for every
     pair of accesses to the same tensor with at least one write (a write is also paired
@@ -194,21 +163,9 @@ def _access_pairs(stmts: list[StmtInfo]):
     for wsi in stmts:
         w = wsi.stmt.target
         for rsi in stmts:
-            if rsi.stmt.target.name == w.name:
-                yield wsi, w, rsi, rsi.stmt.target, True
-            for a in _reads(rsi.stmt):
-                if a.name == w.name:
-                    yield wsi, w, rsi, a, False
-
-
-def _reads(st: A.Assign):
-    for n in A.walk(st.value):
-        if isinstance(n, A.Access):
-            yield n
-    for i in st.target.indices:
-        for n in A.walk(i):
-            if isinstance(n, A.Access):
-                yield n
+            for ref in refs_of(rsi):
+                if ref.access.name == w.name:
+                    yield wsi, w, rsi, ref.access, ref.is_write
 
 
 def _injective(terms: dict, ranges: dict) -> bool:
@@ -228,72 +185,69 @@ def _injective(terms: dict, ranges: dict) -> bool:
     return True
 
 
+def _segment_vectors(seg: set, outer: set, wsi: StmtInfo, w: A.Access, rsi: StmtInfo, r: A.Access):
+    """(segment loop variables, direction vectors over them) of ``w`` at one instance and
+    ``r`` at another touching the same element (:func:`leirc.analysis.deps.direction_vectors`).
+    Loops enclosing the segment (``outer``) hold the same value in both instances; loops
+    below it are independent."""
+    pairs, fixed, names = [], [], []
+    for l1, l2 in zip(wsi.loops, rsi.loops):
+        if l1 is not l2:
+            break
+        if l1.var in outer:
+            fixed.append((l1, l2, EQ))
+        elif l1.var in seg:
+            pairs.append((l1, l2))
+            names.append(l1.var)
+    return names, direction_vectors(w, wsi.loops, r, rsi.loops, pairs, fixed)
+
+
 def _free_vars(seg: set, outer: set, wsi: StmtInfo, w: A.Access, rsi: StmtInfo, r: A.Access):
     """Segment loop variables whose values may differ between two iterations in which
-    ``w`` and ``r`` touch the same element; None if they provably never do.
-
-    A subscript dimension whose affine form is the same on both sides pins its unknown
-    variables when it is injective in them (``i``, ``io*4+i``); pinned variables count as
-    known in further dimensions (``i``, ``i+j`` pins both). Loops enclosing the segment
-    (``outer``) have the same value in both iterations. Non-affine subscripts pin nothing,
-    so the answer is conservative."""
-    rw, rr = _loop_ranges(wsi.loops), _loop_ranges(rsi.loops)
-    dr = dict(_virtual_dims(r))
-    forms = []
-    for key, iw in _virtual_dims(w):
-        ir = dr.get(key)
-        if ir is None:
-            continue
-        fw, fr = affine(iw), affine(ir)
-        if fw is not None and fr is not None:
-            forms.append((fw, fr))
-    pinned: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for fw, fr in forms:
-            known = outer | pinned
-            kw = {v: c for v, c in fw[0].items() if v in known}
-            kr = {v: c for v, c in fr[0].items() if v in known}
-            uw = {v: c for v, c in fw[0].items() if v not in known}
-            ur = {v: c for v, c in fr[0].items() if v not in known}
-            if kw != kr or uw != ur or any(rw.get(v) != rr.get(v) for v in uw):
-                continue
-            d = fr[1] - fw[1]
-            if not uw:
-                if d != 0:
-                    return None  # the dimensions never agree
-                continue
-            if d == 0 and _injective(uw, rw):
-                pinned |= set(uw)
-                changed = True
-            elif len(uw) == 1 and d % next(iter(uw.values())):
-                return None
-    return frozenset(v for v in seg if v not in pinned)
+    ``w`` and ``r`` touch the same element; None if they provably never do. Decided by the
+    shared dependence analysis (exact for affine and ``//``/``%`` subscripts, conservative
+    for the rest)."""
+    names, vectors = _segment_vectors(seg, outer, wsi, w, rsi, r)
+    if not vectors:
+        return None
+    free = {v for vec in vectors for v, rel in zip(names, vec) if rel != EQ}
+    return frozenset(free | {v for v in seg if v not in names})
 
 
-def _order_violation(s: Strategy, ctx: Context, head: A.Loop, seg: list[str], changes: Callable):
+def _order_violation(s: Strategy, ctx: Context, head: A.Loop, seg: list[str], changes: Callable,
+                     reverses: Callable | None = None):
     """Dependence check for a rewrite that reorders the iterations of the loops ``seg``
-    (``head`` is the outermost of them). ``changes(F)`` says whether the rewrite may swap
-    two iterations that differ exactly in the loops ``F``. Returns the set of reduction
+    (``head`` is the outermost of them). For every pair of accesses to one tensor (one a
+    write) and every direction vector under which they touch the same element,
+    ``reverses(vec)`` ({var: '<' '=' '>'}) says whether the rewrite may run the second
+    instance first; by default ``changes(F)`` is asked whether the rewrite may swap two
+    iterations that differ exactly in the loops ``F``. Returns the set of reduction
     operators whose accumulation order changes (re-association); raises NotApplicable for
     any other dependence whose direction could be reversed."""
     segset = set(seg)
     ops: set[str] = set()
     stmts = _inside(ctx, head)
     for wsi, w, rsi, r, r_is_write in _access_pairs(stmts):
-        outer = _outer_vars(wsi, head)
-        F = _free_vars(segset, outer, wsi, w, rsi, r)
-        if F is None or not changes(F):
-            continue
-        if wsi is rsi and wsi.kind == "reduce" and wsi.operand is not None and F <= set(wsi.reduce_vars):
-            ops.add(wsi.op)
-            continue
-        loops = ", ".join(v for v in seg if v in F)
-        other = "written" if r_is_write else "read"
-        raise s.na(f"'{w.name}' is written by {stmt_ref(ctx.kernel, wsi.stmt)} and {other} by {stmt_ref(ctx.kernel, rsi.stmt)} "
-                   f"in iterations that differ in loops {loops}; the new order would reverse that dependence", head)
+        outer = {l.var for l in wsi.loops[:next((k for k, l in enumerate(wsi.loops) if l is head), 0)]}
+        names, vectors = _segment_vectors(segset, outer, wsi, w, rsi, r)
+        for vec in sorted(vectors):
+            rel = dict(zip(names, vec))
+            F = frozenset(v for v in seg if rel.get(v, "*") != EQ)
+            if not (reverses(rel) if reverses is not None else changes(F)):
+                continue
+            if wsi is rsi and wsi.kind == "reduce" and wsi.operand is not None and F <= set(wsi.reduce_vars):
+                ops.add(wsi.op)
+                continue
+            loops = ", ".join(v for v in seg if v in F)
+            other = "written" if r_is_write else "read"
+            raise s.na(f"'{w.name}' is written by {stmt_ref(ctx.kernel, wsi.stmt)} and {other} by {stmt_ref(ctx.kernel, rsi.stmt)} "
+                       f"in iterations that differ in loops {loops}; the new order would reverse that dependence", head)
     return ops
+
+
+def _first_difference(rel: dict, order: list[str]):
+    """The relation of the outermost loop (in ``order``) whose index differs, else None."""
+    return next((rel[v] for v in order if rel.get(v, EQ) != EQ), None)
 
 
 def _reassoc_numerics(ops: set) -> str:
@@ -305,32 +259,6 @@ def _is_chain_head(kernel: A.Kernel, path) -> bool:
         return True
     parent = get_at(kernel, path[:-1])
     return not (isinstance(parent, A.Loop) and len(parent.body) == 1)
-
-
-def _rebuild_chain(loops: list[A.Loop], body: tuple) -> A.Loop:
-    """Nest ``loops`` (outermost first) around ``body``."""
-    node = None
-    for lp in reversed(loops):
-        node = replace(lp, body=body if node is None else (node,))
-    return node
-
-
-def _all_serial(loops) -> bool:
-    return all(l.kind == "L" for l in loops)
-
-
-def _stmt_arg(s: Strategy, ctx: Context, ref: str) -> tuple[A.Assign, tuple]:
-    try:
-        return find_stmt(ctx.kernel, ref)
-    except KeyError:
-        refs = ", ".join(r for r, _, _ in iter_stmts(ctx.kernel))
-        raise s.na(f"no statement '{ref}' (statements: {refs})") from None
-
-
-def _check_candidate(s: Strategy, new: A.Kernel, *nodes) -> None:
-    d = _first_error(new)
-    if d is not None:
-        raise s.na(f"the result would not check: {d.code} {d.message}", *nodes)
 
 
 # ---------------------------------------------------------------------------
@@ -409,7 +337,13 @@ class LoopReorder(Strategy):
         def changes(F):
             return len(F) >= 2 and sorted(F, key=old.get) != sorted(F, key=new.get)
 
-        return _order_violation(self, ctx, seg[0], [l.var for l in seg], changes)
+        def reverses(rel):
+            # the outermost differing loop decides which instance runs first
+            if any(v not in rel for v in old):
+                return changes(frozenset(v for v in old if rel.get(v, "*") != EQ))
+            return _first_difference(rel, list(old)) != _first_difference(rel, order)
+
+        return _order_violation(self, ctx, seg[0], [l.var for l in seg], changes, reverses)
 
     def _rewrite(self, ctx, path, seg, order):
         by = {l.var: l for l in seg}
@@ -434,7 +368,7 @@ class LoopReorder(Strategy):
 # loop_tiling
 
 
-@strategy("loop_tiling", level="operator", numerics="bitwise",
+@strategy("loop_tiling", level="operator", numerics="bitwise", creates=("outer_tile", "inner_tile", "outer_point", "inner_point"),
           args=[Arg("loop", "loop", "outer loop of two directly nested loops, e.g. N0.i"),
                 Arg("factor_outer", "int", "tile size (inner extent) of `loop`; must divide its extent"),
                 Arg("factor_inner", "int", "tile size of the loop directly inside `loop`; must divide its extent")])
@@ -492,7 +426,16 @@ class LoopTiling(Strategy):
 
     def _legal(self, ctx, lp, inner):
         pair = {lp.var, inner.var}
-        return _order_violation(self, ctx, lp, [lp.var, inner.var], lambda F: pair <= F)
+
+        def reverses(rel):
+            # only instances ordered one way in the outer loop and the other way in the inner
+            # loop can land in tiles that run in the opposite order
+            a, b = rel.get(lp.var, "*"), rel.get(inner.var, "*")
+            if "*" in (a, b):
+                return True
+            return {a, b} == {LT, GT}
+
+        return _order_violation(self, ctx, lp, [lp.var, inner.var], lambda F: pair <= F, reverses)
 
     def _rewrite(self, ctx, lp, inner, path, f1, f2):
         o1 = fresh_index(ctx.kernel, lp.var + "o")
@@ -541,7 +484,7 @@ def _fuse_expr(e, outer: str, inner: str, m: int):
     return substitute(e, {tmp: A.Var(inner)})
 
 
-@strategy("loop_fusion", level="operator", numerics="bitwise",
+@strategy("loop_fusion", level="operator", numerics="bitwise", creates=("fused",),
           args=[Arg("loop", "loop", "outer serial loop whose body is exactly one loop, e.g. N0.io")])
 class LoopFusion(Strategy):
     """Fuse two directly nested loops into one (the inverse of ``loop_split``).
@@ -684,7 +627,7 @@ def _thread_depth(items) -> int:
     return best
 
 
-@strategy("loop_binding", level="operator", numerics="bitwise",
+@strategy("loop_binding", level="operator", numerics="bitwise", creates=("bound",),
           args=[Arg("loop", "loop", "serial loop to bind to a hardware axis"),
                 Arg("axis", "choice", "thread (tx, ty, tz) or block (bx, by, bz) axis", choices=AXES)])
 class LoopBinding(Strategy):
@@ -737,7 +680,7 @@ class LoopBinding(Strategy):
             c = find_conflict(lp, inside)
             if c is not None:
                 si, msg = c
-                if not (si.kind == "reduce" and lp.var in si.reduce_vars and _only_self_conflicts(lp, inside, si)):
+                if not (si.kind == "reduce" and lp.var in si.reduce_vars and only_self_conflicts(lp, inside, si)):
                     return f"loop '{lp.var}' carries a dependence: {msg}"
         return None
 
@@ -774,29 +717,6 @@ class LoopBinding(Strategy):
         return self._candidate(ctx, lp, path, args["axis"])
 
 
-def _loops_under(items) -> list[A.Loop]:
-    """Every loop nested in ``items`` (statements and expressions are not visited)."""
-    out, stack = [], list(items)
-    while stack:
-        it = stack.pop()
-        if isinstance(it, (A.Loop, A.Region)):
-            if isinstance(it, A.Loop):
-                out.append(it)
-            stack.extend(it.body)
-    return out
-
-
-def _stmts_under(items) -> list[A.Assign]:
-    """Every assignment nested in ``items``, in program order."""
-    out = []
-    for it in items:
-        if isinstance(it, A.Assign):
-            out.append(it)
-        elif isinstance(it, (A.Loop, A.Region)):
-            out.extend(_stmts_under(it.body))
-    return out
-
-
 def _enclosing(kernel, path) -> list[A.Loop]:
     out, node = [], kernel
     for i in path[:-1]:
@@ -816,7 +736,7 @@ def _combine(op: str, a: A.Expr, b: A.Expr) -> A.Expr:
     return A.BinOp(op, a, b)
 
 
-@strategy("reduction_factorization", level="operator", numerics="exact-in-reals",
+@strategy("reduction_factorization", level="operator", numerics="exact-in-reals", creates=("first:tensor", "second:tensor"),
           args=[Arg("loop", "loop", "reduction loop of a single-statement reduction nest, e.g. N0.k"),
                 Arg("split", "int", "iterations [0, split) feed the first partial result, [split, extent) the second")])
 class ReductionFactorization(Strategy):
@@ -930,7 +850,7 @@ def _composite(e: A.Expr) -> bool:
     return isinstance(e, (A.BinOp, A.Neg, A.Call)) and not any(isinstance(n, A.Access) for n in A.walk(e))
 
 
-@strategy("precompute_indices", level="operator", numerics="bitwise",
+@strategy("precompute_indices", level="operator", numerics="bitwise", creates=("index:tensor",),
           args=[Arg("stmt", "stmt", "statement whose read subscript is materialized, e.g. N1.S0"),
                 Arg("tensor", "tensor", "tensor read by the statement (not its target)"),
                 Arg("dim", "int", "0-based dimension of that tensor's subscript")])

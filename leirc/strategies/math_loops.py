@@ -184,7 +184,7 @@ def _stmt_at_top(kernel: A.Kernel, idx: int) -> Optional[tuple[list[A.Loop], A.A
 # normal_loop_max_to_prefix_max
 
 
-@strategy("normal_loop_max_to_prefix_max", level="math", numerics="bitwise",
+@strategy("normal_loop_max_to_prefix_max", level="math", numerics="bitwise", creates=("scan:tensor",),
           args=[Arg("stmt", "stmt", "a max reduction X = max(X, e) alone in its loop nest, e.g. N0.S0")])
 class NormalLoopMaxToPrefixMax(Strategy):
     """Turn a max reduction into a running-max scan and read its last element.
@@ -363,7 +363,7 @@ def _softmax_sites(s: Strategy, ctx: Context) -> list[Site]:
 _MAX_ARG = Arg("stmt", "stmt", "the row-max reduction M = max(M, x), e.g. N0.S0")
 
 
-@strategy("normal_loop_summation_on_exp_to_prefix_summation_on_exp", level="math", numerics="exact-in-reals",
+@strategy("normal_loop_summation_on_exp_to_prefix_summation_on_exp", level="math", numerics="exact-in-reals", creates=("next_max:tensor",),
           args=[_MAX_ARG])
 class NormalLoopSummationOnExpToPrefixSummationOnExp(Strategy):
     """Fuse a max reduction and a later sum of ``exp(x - max)`` into one streaming pass with rescaling.
@@ -421,7 +421,7 @@ def _normalizer(s: Strategy, ctx: Context, p: SoftmaxPlan) -> tuple[int, list, A
     raise s.na(f"no normalization Y = exp({print_expr(p.x)} - {print_expr(p.m)})/{print_expr(p.e)} after the sum")
 
 
-@strategy("online_softmax", level="math", numerics="exact-in-reals", args=[_MAX_ARG])
+@strategy("online_softmax", level="math", numerics="exact-in-reals", args=[_MAX_ARG], creates=("next_max:tensor",))
 class OnlineSoftmax(Strategy):
     """Compute a softmax's max and normalizer in one streaming pass with rescaling, then divide.
 
@@ -585,7 +585,7 @@ def _find_online(s: Strategy, ctx: Context, norm_idx: int) -> tuple[SoftmaxPlan,
     raise s.na("no online-softmax streaming nest (apply online_softmax first)")
 
 
-@strategy("normal_matmul_to_prefix_matmul_based_on_online_softmax", level="math", numerics="exact-in-reals",
+@strategy("normal_matmul_to_prefix_matmul_based_on_online_softmax", level="math", numerics="exact-in-reals", creates=("scale:tensor", "weight:tensor"),
           args=[Arg("stmt", "stmt", "the product O = O + P*w that consumes the normalized softmax P, e.g. N3.S0")])
 class NormalMatmulToPrefixMatmulBasedOnOnlineSoftmax(Strategy):
     """Fold the normalized-softmax product ``O = O + P*w`` into the online-softmax stream (the P·V half of flash attention).
@@ -703,7 +703,8 @@ def _producers(s: Strategy, ctx: Context, p: SoftmaxPlan) -> list[tuple[int, lis
     return out
 
 
-@strategy("flashattention_wo_tiling", level="math", numerics="exact-in-reals", args=[_MAX_ARG])
+@strategy("flashattention_wo_tiling", level="math", numerics="exact-in-reals", args=[_MAX_ARG],
+          creates=("next_max:tensor", "scale:tensor", "weight:tensor"))
 class FlashattentionWoTiling(Strategy):
     """Fuse attention scores, online softmax and the P·V product into one streaming nest per row (no tiling).
 

@@ -34,7 +34,9 @@ from ..lang.affine import Facts
 from ..lang.checker import (DTYPE_BYTES, MAX_VECTOR_LANES, SHARED_BYTES_LIMIT, StmtInfo, _per_block_footprint, binding_axis,
                             find_conflict)
 from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
-from .loops import _all_serial, _check_candidate, _divisors, _first_error, _loops_under, _rebuild_chain, _stmt_arg, _stmts_under
+from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
+from .common import first_error as _first_error, loops_under as _loops_under, rebuild_chain as _rebuild_chain
+from .common import stmt_arg as _stmt_arg, stmts_under as _stmts_under
 from .rewrite import add, find_stmt, fresh_tensor, iter_stmts, map_expr, mul, rename_tensor, replace_at
 
 SCOPES = ("g", "s", "l")
@@ -330,7 +332,7 @@ class _Cache(Strategy):
             raise self.na(f"a shared buffer of {_region_bytes(ivs, dtype)} bytes exceeds {SHARED_BYTES_LIMIT} bytes per block", node)
 
 
-@strategy("cache_read_write", level="memory", numerics="bitwise",
+@strategy("cache_read_write", level="memory", numerics="bitwise", creates=("cache:tensor",),
           args=[Arg("stmt", "stmt", "statement that reads or writes the tensor, e.g. N0.S0"),
                 Arg("tensor", "tensor", "tensor to cache"),
                 Arg("mode", "choice", "read: copy the region read into a cache first; write: compute into a cache, copy back",
@@ -402,7 +404,7 @@ class CacheReadWrite(_Cache):
         return self._build(ctx, st, path, args["tensor"], args["mode"], args["scope"])[0]
 
 
-@strategy("vectorized_memory_access", level="memory", numerics="bitwise",
+@strategy("vectorized_memory_access", level="memory", numerics="bitwise", creates=("copy:tensor",),
           args=[Arg("stmt", "stmt", "statement that reads the tensor, e.g. N0.S0"),
                 Arg("tensor", "tensor", "tensor whose region is copied with vector loads"),
                 Arg("scope", "choice", "memory of the copy: l (local) or s (shared)", choices=("l", "s"))])
@@ -563,7 +565,7 @@ def _reused_loops(reads, shape, loops) -> list:
     return out
 
 
-@strategy("layout_transformation", level="memory", numerics="bitwise",
+@strategy("layout_transformation", level="memory", numerics="bitwise", creates=("copy:tensor",),
           args=[Arg("stmt", "stmt", "statement that reads the tensor, e.g. N0.S0"),
                 Arg("tensor", "tensor", "input or intermediate tensor read by the statement")] + _layout_args(KIND_DOC))
 class LayoutTransformation(Strategy):
