@@ -39,12 +39,10 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from ..lang import ast as A
-
-if TYPE_CHECKING:  # the checker imports this module; its facts are read by attribute only
-    from ..lang.checker import StmtInfo
+from ..lang.facts import StmtInfo
 
 #: relations between the index of a loop at the first and at the second instance
 EQ, LT, GT, NE, ANY = "=", "<", ">", "!=", "*"

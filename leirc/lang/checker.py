@@ -11,12 +11,13 @@ are listed in :mod:`leirc.lang.diagnostics`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from . import ast as A
-from .affine import Facts, affine, attained, captures
+from .affine import Facts, attained, captures
 from .diagnostics import Diagnostic, error, warning
+from .facts import CheckResult, StmtInfo, TensorInfo, accesses
 from .parser import ParseResult, parse
 
 # CUDA launch limits (compute capability >= 3.0)
@@ -32,65 +33,8 @@ DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32"
 IDENTITY = {"+": 0, "-": 0, "*": 1, "max": -math.inf, "min": math.inf}
 
 
-@dataclass
-class TensorInfo:
-    name: str
-    dtype: str
-    scope: str
-    role: str  # "input" | "output" | "intermediate"
-    rank: int
-    shape: Optional[tuple[int, ...]] = None
-    span: Optional[A.Span] = None
-    written: bool = False
-    read: bool = False
-
-
-@dataclass
-class StmtInfo:
-    """What the checker learned about one assignment."""
-
-    stmt: A.Assign
-    loops: tuple[A.Loop, ...]  # enclosing loops, outermost first
-    order: int  # position in program order
-    kind: str = "assign"  # "assign" | "reduce" | "update" | "scan"
-    op: Optional[str] = None  # reduction operator (+ - * max min)
-    identity: Optional[float] = None
-    operand: Optional[A.Expr] = None  # the e of X = X op e
-    reduce_vars: tuple[str, ...] = ()  # enclosing loop vars absent from the target subscript
-    init_loop: Optional[A.Loop] = None  # outermost reduction loop (identity stored on entry)
-    carried: frozenset = frozenset()  # loop vars carrying a dependence of this statement
-
-
-@dataclass
-class CheckResult:
-    kernel: A.Kernel
-    diagnostics: list[Diagnostic]
-    tensors: dict[str, TensorInfo] = field(default_factory=dict)
-    stmts: list[StmtInfo] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not any(d.is_error for d in self.diagnostics)
-
-    def info(self, stmt: A.Assign) -> StmtInfo:
-        for s in self.stmts:
-            if s.stmt is stmt:
-                return s
-        raise KeyError("statement not in this kernel")
-
-    @property
-    def intermediates(self) -> list[TensorInfo]:
-        return [t for t in self.tensors.values() if t.role == "intermediate"]
-
-
 # ---------------------------------------------------------------------------
 # helpers
-
-
-def accesses(e: A.Expr) -> Iterable[A.Access]:
-    for n in A.walk(e):
-        if isinstance(n, A.Access):
-            yield n
 
 
 def binding_axis(var: str) -> Optional[tuple[str, str]]:
@@ -642,7 +586,7 @@ class _Checker:
             if info.role != "intermediate" or info.scope != "s" or not info.shape:
                 continue
             nbytes = math.prod(info.shape) * DTYPE_BYTES.get(info.dtype, 4)
-            per_block = _per_block_footprint(info.name, self.stmts)
+            per_block = per_block_footprint(info.name, self.stmts)
             if per_block is not None:
                 nbytes = per_block * DTYPE_BYTES.get(info.dtype, 4)
             if nbytes > SHARED_BYTES_LIMIT:
@@ -723,7 +667,7 @@ def _covers(boxes, shape) -> bool:
     return True
 
 
-def _per_block_footprint(name: str, stmts: list[StmtInfo]) -> Optional[int]:
+def per_block_footprint(name: str, stmts: list[StmtInfo]) -> Optional[int]:
     """Elements of ``name`` touched while block-bound loop variables are held fixed."""
     dims: Optional[list] = None
     for si in stmts:

@@ -38,7 +38,7 @@ from typing import Any, Optional
 
 from ..lang.checker import CheckResult
 from ..lang.diagnostics import Diagnostic, error
-from .tir import LowerFailure, _tvm_message, is_gpu, lower_kernel, symbol_name, target_kind
+from .tir import LowerFailure, tvm_message, is_gpu, lower_kernel, symbol_name, target_kind
 
 __all__ = [
     "lower", "lower_with_diagnostics", "build", "build_lowered", "nvcc_compile", "Built", "LowerError", "LoweringError", "BuildError", "NvccNotFound",
@@ -163,7 +163,7 @@ class Built:
         import numpy as np
 
         from ._tvm import tvm as _t
-        from .worker import _np_dtype
+        from .worker import np_dtype
 
         tvm = _t()
         dev = tvm.cuda(0) if self.target.get("kind") == "cuda" else tvm.cpu(0)
@@ -173,7 +173,7 @@ class Built:
         for p in k.outputs:
             init = outputs.get(p.name) if outputs else None
             if init is None:
-                init = np.zeros(tuple(p.shape), _np_dtype(p.dtype))
+                init = np.zeros(tuple(p.shape), np_dtype(p.dtype))
             outs.append(tvm.runtime.tensor(np.asarray(init, order="C"), dev))
         self(*args, *outs)
         return {p.name: t.numpy() for p, t in zip(k.outputs, outs)}
@@ -208,7 +208,7 @@ def build_lowered(result: CheckResult, mod, target: dict, *, diagnostics=(), fil
     try:
         ex = tvm.compile(mod, target=tgt)
     except Exception as e:  # noqa: BLE001 - TVM raises several error types
-        msg = _tvm_message(e)
+        msg = tvm_message(e)
         span = _attribute_build_failure(result, tgt, poison_intermediates) or result.kernel.span
         d = error("E051", f"TVM failed to build kernel '{result.kernel.name}' for {kind}: {msg}", span)
         raise BuildError(d.with_file(_file_of(result, file))) from None

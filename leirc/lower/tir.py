@@ -602,7 +602,7 @@ class Lowerer:
         except LowerFailure:
             raise
         except Exception as e:  # noqa: BLE001
-            raise LowerFailure(_tvm_message(e), lp.span) from None
+            raise LowerFailure(tvm_message(e), lp.span) from None
         with frame as v:
             self.IRB.name(lp.var, v)
             env = dict(ctx.env)
@@ -631,7 +631,7 @@ class Lowerer:
         except LowerFailure:
             raise
         except Exception as e:  # noqa: BLE001
-            raise LowerFailure(_tvm_message(e), self.cur_span or st.span) from None
+            raise LowerFailure(tvm_message(e), self.cur_span or st.span) from None
         buf = self.bufs[tgt.name]
         conds = list(ctx.conds)
         self._guarded_store(buf, value, indices, conds, self._unbound_axes(ctx), ctx.kernel)
@@ -683,7 +683,7 @@ def _accesses(e):
             yield n
 
 
-def _tvm_message(e: Exception) -> str:
+def tvm_message(e: Exception) -> str:
     """First meaningful line of a TVM error, without traceback."""
     text = str(e).strip()
     lines = [l.strip() for l in text.splitlines() if l.strip()]
@@ -748,7 +748,7 @@ class _ExprLowerer:
         except LowerFailure:
             raise
         except Exception as ex:  # noqa: BLE001
-            raise LowerFailure(_tvm_message(ex), e.span or self.st.span) from None
+            raise LowerFailure(tvm_message(ex), e.span or self.st.span) from None
         if want is not None and want != comp:
             v = self.cast(v, comp, want)
         return v
@@ -1158,5 +1158,5 @@ def lower_kernel(result: CheckResult, target="llvm", only: Optional[set] = None,
     except LowerFailure:
         raise
     except Exception as e:  # noqa: BLE001
-        raise LowerFailure(_tvm_message(e), low.cur_span or result.kernel.span) from None
+        raise LowerFailure(tvm_message(e), low.cur_span or result.kernel.span) from None
     return mod, low.diagnostics

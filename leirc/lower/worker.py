@@ -79,7 +79,7 @@ def _mutate(t) -> None:
         t.copyfrom(a)
 
 
-def _np_dtype(leir_dtype: str):
+def np_dtype(leir_dtype: str):
     import numpy as np
 
     if leir_dtype == "bf16":
@@ -91,7 +91,6 @@ def _np_dtype(leir_dtype: str):
     return np.dtype(DTYPES[leir_dtype])
 
 
-np_dtype = _np_dtype  # the public name (lower/__init__.py still imports the old one)
 
 
 def _check_arrays(kernel, arrays: dict, params, what: str) -> str | None:
@@ -101,16 +100,16 @@ def _check_arrays(kernel, arrays: dict, params, what: str) -> str | None:
         a = arrays[p.name]
         if tuple(a.shape) != tuple(p.shape):
             return f"{what} '{p.name}' has shape {list(a.shape)}, kernel '{kernel.name}' declares {list(p.shape)}"
-        want = _np_dtype(p.dtype)
+        want = np_dtype(p.dtype)
         if a.dtype != want:
             return f"{what} '{p.name}' has dtype {a.dtype}, kernel '{kernel.name}' declares {p.dtype} ({want})"
     return None
 
 
 def _short(e: BaseException) -> str:
-    from .tir import _tvm_message
+    from .tir import tvm_message
 
-    return _tvm_message(e)
+    return tvm_message(e)
 
 
 def _is_memory_message(msg: str) -> bool:
@@ -289,7 +288,7 @@ def _time(d: str, b: _Built, msg: dict) -> dict:
     arg_sets = []
     for s in sets:
         ins = [tvm.runtime.tensor(s[p.name], b.dev) for p in k.inputs]
-        outs = [tvm.runtime.tensor(np.zeros(p.shape, _np_dtype(p.dtype)), b.dev) for p in k.outputs]
+        outs = [tvm.runtime.tensor(np.zeros(p.shape, np_dtype(p.dtype)), b.dev) for p in k.outputs]
         arg_sets.append(ins + outs)
     _test_hook()
     func, dev = b.func, b.dev

@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from ..lang import ast as A
 from ..lang.affine import Facts
-from ..lang.checker import (DTYPE_BYTES, MAX_VECTOR_LANES, SHARED_BYTES_LIMIT, StmtInfo, _per_block_footprint, binding_axis,
+from ..lang.checker import (DTYPE_BYTES, MAX_VECTOR_LANES, SHARED_BYTES_LIMIT, StmtInfo, per_block_footprint, binding_axis,
                             find_conflict)
 from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
@@ -503,7 +503,7 @@ class SetStorageScope(Strategy):
         if info.scope == scope:
             return f"'{name}' is already in scope '{scope}'"
         if scope == "s":
-            elems = _per_block_footprint(name, ctx.result.stmts)
+            elems = per_block_footprint(name, ctx.result.stmts)
             if elems is None:
                 elems = math.prod(info.shape or ())
             nbytes = elems * DTYPE_BYTES.get(info.dtype, 4)
