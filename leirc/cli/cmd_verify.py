@@ -1,12 +1,14 @@
 """``leirc verify KERNEL.leir [OTHER.leir]``: differential verification against the interpreter.
 
 Exit 0 if the candidate is equal to the reference on every run, 1 if not (or if a program
-has errors; the diagnostics are printed as by ``leirc check``), 2 on usage or I/O errors.
+has errors; the diagnostics are printed as by ``leirc check``), 2 on usage or I/O errors
+(bad option values, a file without a kernel to verify).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from ..lang.checker import check_text
@@ -17,21 +19,33 @@ def register(sub) -> None:
     p = sub.add_parser(
         "verify", help="check a kernel (compiled, or another program) against the reference interpreter",
         description="Run KERNEL (compiled for the target, or interpreted with -t interp) on random inputs "
-                    "(several seeds x distributions) and compare its outputs with the reference interpreter's "
-                    "outputs of OTHER (default: KERNEL itself). Exit 0 if equal, 1 if not or on program errors, "
-                    "2 on usage/IO errors.")
+                    "(several seeds x distributions, plus probe runs with large, mixed-scale and special values) "
+                    "and compare its outputs with the reference interpreter's outputs of OTHER (default: KERNEL "
+                    "itself). Exit 0 if equal, 1 if not or on program errors, 2 on usage/IO errors.")
     p.add_argument("kernel_file", metavar="KERNEL.leir", help="candidate program ('-' for standard input)")
     p.add_argument("other", nargs="?", metavar="OTHER.leir", help="reference program with the same signature")
     p.add_argument("--kernel", metavar="NAME", help="kernel to verify when a file defines several")
-    p.add_argument("--seeds", default="0,1,2", metavar="LIST", help="comma-separated input seeds (default 0,1,2)")
-    p.add_argument("--dists", default="uniform,normal,signed", metavar="LIST",
-                   help="comma-separated input distributions: uniform normal signed large small "
-                        "(default uniform,normal,signed)")
+    p.add_argument("--seeds", default="0,1,2", metavar="LIST",
+                   help="comma-separated non-negative input seeds (default 0,1,2)")
+    p.add_argument("--dists", default=None, metavar="LIST",
+                   help="comma-separated grid distributions: uniform normal signed large small logits mixed zeros "
+                        "special (default uniform,normal,signed)")
+    p.add_argument("--probes", default=None, metavar="LIST",
+                   help="comma-separated probe distributions run once on the first seed, or 'none' (default "
+                        "logits,mixed,special when --dists is not given, else none)")
+    p.add_argument("--domain", action="append", default=[], metavar="NAME=LO,HI",
+                   help="draw float input NAME inside the open interval (LO, HI) instead of its inferred domain "
+                        "(repeatable; LO/HI may be -inf/inf)")
+    p.add_argument("--oracle", default="vectorized", choices=("vectorized", "literal"),
+                   help="reference interpreter mode: vectorized (default) or literal (loop by loop, the "
+                        "semantics itself; slow, for small kernels)")
     p.add_argument("-t", "--target", default="llvm", metavar="TARGET",
                    help="llvm (compile with TVM for the CPU, default), cuda, or interp (interpret the candidate)")
-    p.add_argument("--rtol", type=float, default=None, help="elementwise relative tolerance (default by dtype)")
-    p.add_argument("--norm-tol", type=float, default=None, help="normwise relative tolerance (default by dtype)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate run (default 120)")
+    p.add_argument("--rtol", default=None, metavar="X",
+                   help="elementwise relative tolerance (default by dtype; giving --rtol or --norm-tol replaces the "
+                        "arithmetic error bound by the flat rule)")
+    p.add_argument("--norm-tol", default=None, metavar="X", help="normwise relative tolerance (default by dtype)")
+    p.add_argument("--timeout", default="120", metavar="SECONDS", help="seconds per candidate run (default 120)")
     p.add_argument("--json", action="store_true", help="print the verification report as JSON")
     p.set_defaults(func=run)
 
@@ -46,6 +60,42 @@ def _list(text: str, conv, what: str):
     return items
 
 
+def _seed(text: str) -> int:
+    v = int(text)  # ValueError for 1.5, x
+    if v < 0:
+        raise ValueError(text)
+    return v
+
+
+def _number(text, what: str, positive: bool = False):
+    if text is None:
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a number, got {text!r}") from None
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise ValueError(f"{what} must be a finite {'positive' if positive else 'non-negative'} number, got {text!r}")
+    return v
+
+
+def _domains(specs) -> dict:
+    out = {}
+    for spec in specs:
+        name, eq, rng = spec.partition("=")
+        parts = rng.split(",")
+        try:
+            if not eq or not name.strip() or len(parts) != 2:
+                raise ValueError
+            lo, hi = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise ValueError(f"bad --domain {spec!r} (expected NAME=LO,HI, e.g. X=0,inf)") from None
+        if math.isnan(lo) or math.isnan(hi) or not lo < hi:
+            raise ValueError(f"bad --domain {spec!r}: need LO < HI")
+        out[name.strip()] = (lo, hi)
+    return out
+
+
 def _g(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
@@ -55,11 +105,24 @@ def run(args) -> int:
     from ..verify import verify
 
     try:
-        seeds = _list(args.seeds, int, "seed")
-        dists = _list(args.dists, str, "distribution")
+        try:
+            seeds = _list(args.seeds, _seed, "seed")
+        except ValueError:
+            raise ValueError(f"bad seed list {args.seeds!r}: seeds are non-negative integers") from None
+        dists = None if args.dists is None else _list(args.dists, str, "distribution")
+        if args.probes is None:
+            probes = None
+        elif args.probes.strip().lower() == "none":
+            probes = []
+        else:
+            probes = _list(args.probes, str, "probe")
+        rtol = _number(args.rtol, "--rtol")
+        norm_tol = _number(args.norm_tol, "--norm-tol")
+        timeout = _number(args.timeout, "--timeout", positive=True)
+        domains = _domains(args.domain)
     except ValueError as e:
         return usage_error(str(e))
-    bad = [d for d in dists if d not in DISTS]
+    bad = [d for d in (dists or []) + (probes or []) if d not in DISTS]
     if bad:
         return usage_error(f"unknown distribution(s) {', '.join(bad)} (expected {', '.join(DISTS)})")
     if args.kernel_file == "-" and args.other == "-":
@@ -86,17 +149,27 @@ def run(args) -> int:
             return usage_error(f"{name}: no kernel named '{args.kernel}' (it defines {', '.join(names) or 'none'})")
         if not args.kernel and len(names) > 1 and path == args.kernel_file:
             return usage_error(f"{name} defines {len(names)} kernels ({', '.join(names)}); choose one with --kernel")
+        # an empty file (or one with only comments or an empty kernel) has nothing to
+        # compare: verifying it would be a vacuous EQUAL
+        chosen = [r for r in cf.results if args.kernel is None or r.kernel.name == args.kernel] or cf.results
+        if not chosen or not chosen[0].kernel.outputs:
+            return usage_error(f"{name}: no kernel to verify")
         sources.append(cf.parse.source)
     rep = verify(sources[0], sources[1] if len(sources) > 1 else None, kernel=args.kernel, seeds=seeds, dists=dists,
-                 target=args.target, rtol=args.rtol, norm_tol=args.norm_tol, timeout=args.timeout)
+                 probes=probes, domains=domains or None, oracle=args.oracle, target=args.target, rtol=rtol,
+                 norm_tol=norm_tol, timeout=timeout)
     if args.json:
         print(json.dumps(rep.to_json(), indent=2))
         return 0 if rep.equal else 1
     verdict = "EQUAL" + (" (bitwise identical)" if rep.bitwise else "") if rep.equal else "NOT EQUAL"
     print(f"{rep.candidate or args.kernel_file} vs {rep.reference or 'reference'}: {verdict}")
-    print(f"  {rep.runs} run(s): seeds {','.join(map(str, rep.seeds))} x {','.join(rep.dists)}; {rep.seconds:.1f} s")
+    probe_txt = f" + {rep.probe_runs} probe run(s): {','.join(rep.probes)}" if rep.probes else ""
+    print(f"  {rep.runs} run(s): seeds {','.join(map(str, rep.seeds))} x {','.join(rep.dists)}{probe_txt}; "
+          f"{rep.seconds:.1f} s")
     print(f"  max abs err {_g(rep.max_abs_err)}, max rel err {_g(rep.max_rel_err)}, "
-          f"normwise rel err {_g(rep.norm_rel_err)}")
+          f"normwise rel err {_g(rep.norm_rel_err)}; tolerance {rep.tolerance or 'n/a'}; oracle {rep.oracle}")
+    for n, d in rep.domains.items():
+        print(f"  input {n} drawn in {d}")
     for name, p in rep.per_output.items():
         print(f"  output {name}: {'ok' if p['ok'] else 'FAIL'}{', bitwise' if p['bitwise'] else ''}; "
               f"max abs {_g(p['max_abs_err'])}, normwise {_g(p['norm_rel_err'])}")

@@ -1,7 +1,9 @@
 """Verifier: a candidate kernel against the reference interpreter (see :mod:`.core`)."""
 
-from .compare import TOLERANCES, OutputComparison, bitwise_equal, compare_output, tolerances
-from .core import RunResult, VerifyReport, interp_runner, verify
+from .bound import ErrorBound, Unsupported
+from .compare import LAMBDA, TOLERANCES, OutputComparison, bitwise_equal, compare_output, tolerances
+from .core import DEFAULT_DISTS, DEFAULT_PROBES, RunResult, VerifyReport, interp_runner, verify
 
 __all__ = ["verify", "VerifyReport", "RunResult", "interp_runner", "compare_output", "OutputComparison",
-           "bitwise_equal", "tolerances", "TOLERANCES"]
+           "bitwise_equal", "tolerances", "TOLERANCES", "LAMBDA", "ErrorBound", "Unsupported", "DEFAULT_DISTS",
+           "DEFAULT_PROBES"]

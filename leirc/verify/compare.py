@@ -1,10 +1,26 @@
 """Output comparison under the leirc correctness rule (shared/notes/benchmarking.md §2.3).
 
-Floats: ``|y - ref| <= atol + rtol*|ref|`` elementwise with ``atol = rtol * max|ref|``
-(scaled, so tiny outputs cannot hide behind an absolute floor) **and**
-``||y - ref||_2 / ||ref||_2 <= norm_tol``; no NaN/Inf in y. Integers and booleans: exact.
-Default tolerances by dtype: f32 rtol 1e-4 / norm 1e-5, f64 1e-9 / 1e-12, f16 and bf16
-1e-2 / 1e-3.
+Floats, with an arithmetic bound ``E`` (:mod:`leirc.verify.bound`: a bound on the rounding
+error of each output element, from the program's reductions and operations):
+``|y - ref| <= rtol*|ref| + LAMBDA*(E + tiny)`` elementwise (tiny: the dtype's smallest
+normal number, for results that underflow) **and**
+``||y - ref||_2 / ||ref||_2 <= max(norm_tol, LAMBDA*||E||_2/||ref||_2)``. The bound is
+only evaluated when the check without it (E = 0) fails, since E only widens the tolerance.
+Without a bound (explicit ``rtol``/``norm_tol``, or a program the bound does not model), the
+flat rule: ``|y - ref| <= atol + rtol*|ref|`` with ``atol = rtol * max|ref|`` and the same
+normwise test. Integers and booleans: exact. Default tolerances by dtype: f32 rtol 1e-4 /
+norm 1e-5, f64 1e-9 / 1e-12, f16 and bf16 1e-2 / 1e-3.
+
+Non-finite values: with ``nonfinite="fail"`` (the grid distributions, whose inputs are
+finite and inside the program's domain) a NaN/Inf in the reference is a failure of the
+program for those inputs and one in the candidate alone a failure of the candidate. With
+``nonfinite="match"`` (probes with large or special values) the candidate must reproduce
+every non-finite reference element exactly -- NaN for NaN, an infinity of the same sign --
+and those elements are then excluded from the value comparison. With ``nonfinite="ignore"``
+(probes with large finite values: ``logits``, ``mixed``) a non-finite reference element is
+the reference's own overflow or underflow (log(exp(x)/s) = -inf where x - log(s) is finite)
+and is not compared; a candidate may be more robust than the reference, never less: a
+non-finite candidate element where the reference is finite is still a failure.
 """
 
 from __future__ import annotations
@@ -18,6 +34,9 @@ import numpy as np
 from ..interp import dtypes as D
 
 TOLERANCES = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "f16": (1e-2, 1e-3), "bf16": (1e-2, 1e-3)}
+#: safety factor on the arithmetic bound: the reference and the candidate each carry an
+#: error of up to about E, and the sqrt(n) reduction term is a probabilistic bound
+LAMBDA = 4.0
 
 
 def tolerances(dtype: str, rtol: Optional[float] = None, norm_tol: Optional[float] = None) -> tuple[float, float]:
@@ -67,10 +86,14 @@ def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndarray] = None,
                    ref_unwritten: Optional[np.ndarray] = None, rtol: Optional[float] = None,
-                   norm_tol: Optional[float] = None, where: str = "") -> OutputComparison:
+                   norm_tol: Optional[float] = None, where: str = "", bound=None,
+                   nonfinite: str = "fail") -> OutputComparison:
     """Compare candidate output ``y`` with reference ``ref`` (both of LEIR dtype ``dtype``).
     ``unwritten`` marks candidate elements still holding the poison, ``ref_unwritten`` the
-    reference's. ``where`` is appended to messages (e.g. "seed 0, uniform")."""
+    reference's. ``where`` is appended to messages (e.g. "seed 0, uniform"). ``bound`` is
+    the arithmetic error bound of each element (an array of ``ref``'s shape, or a callable
+    returning one, called only when needed); None selects the flat rule. ``nonfinite`` is
+    "fail", "match" or "ignore" (see the module docstring)."""
     c = OutputComparison(name)
     sfx = f" ({where})" if where else ""
     y = np.asarray(y)
@@ -131,7 +154,20 @@ def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndar
             if skip is not None:
                 y_bad &= ~skip
                 r_bad &= ~skip
-            if r_bad.any():
+            if r_bad.any() and nonfinite == "ignore":
+                pass  # the reference overflowed: no finite value to hold the candidate to
+            elif r_bad.any() and nonfinite == "match":
+                same = (np.isnan(y) & np.isnan(ref)) | (np.isinf(y) & np.isinf(ref) & (np.sign(y) == np.sign(ref)))
+                wrong = r_bad & ~same
+                if wrong.any():
+                    k = int(wrong.sum())
+                    first = int(np.flatnonzero(wrong)[0])
+                    c.ok = False
+                    c.nonfinite = k
+                    c.failures.append(f"output {name}: {k} of {n} non-finite reference elements not reproduced "
+                                      f"(first at {pos(first)}: {y[first]} vs {ref[first]}; NaN must give NaN, "
+                                      f"an infinity the same infinity){sfx}")
+            elif r_bad.any():
                 both = y_bad & r_bad
                 k = int(r_bad.sum())
                 c.ok = False
@@ -154,7 +190,8 @@ def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndar
     # d = |y - ref| and ra = |ref| in float64, excluded elements zeroed
     d = y.astype(np.float64)
     ra = ref.astype(np.float64)
-    np.subtract(d, ra, out=d)
+    with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite elements, zeroed below
+        np.subtract(d, ra, out=d)
     np.abs(d, out=d)
     np.abs(ra, out=ra)
     if skip is not None:
@@ -181,6 +218,9 @@ def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndar
                               f"{y[first]} vs {ref[first]} (integer outputs must match exactly){sfx}")
         return c
     r, nt = tolerances(dtype, rtol, norm_tol)
+    if bound is not None:
+        _arith_check(c, name, y, ref, d, ra, skip, r, nt, bound, shape, pos, sfx)
+        return c
     atol = r * float(ra.max())
     # excess = d - (atol + r*|ref|), in place over ra
     excess = ra
@@ -202,3 +242,56 @@ def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndar
         c.ok = False
         c.failures.append(f"output {name}: normwise relative error {_g(c.norm_rel_err)} > {nt:g}{sfx}")
     return c
+
+
+def _tiny(dt) -> float:
+    try:
+        return float(np.finfo(dt).tiny)
+    except (TypeError, ValueError):  # bf16 without finfo support
+        return 2.0**-126
+
+
+def _arith_check(c: OutputComparison, name, y, ref, d, ra, skip, r, nt, bound, shape, pos, sfx) -> None:
+    """The arithmetic rule (module docstring) on flat ``d = |y - ref|`` and ``ra = |ref|``
+    (excluded elements zeroed)."""
+    n = d.size
+    nref = math.sqrt(float(np.dot(ra, ra)))
+
+    # underflow: a result in the subnormal range carries an absolute error of up to the
+    # smallest normal number (a candidate may flush subnormals to zero)
+    floor = LAMBDA * _tiny(y.dtype)
+
+    def violations(e):
+        tol = ra * r + floor
+        nt_eff = nt
+        if e is not None:
+            fin = np.isfinite(e)
+            # an undefined bound (e.g. a division by an exact 0) falls back to the flat
+            # rule at that element
+            flat = r * float(ra.max())
+            tol = tol + np.where(fin, LAMBDA * np.where(fin, e, 0.0), flat)
+            ne = math.sqrt(float(np.dot(np.where(fin, e, 0.0), np.where(fin, e, 0.0))))
+            if nref > 0:
+                nt_eff = max(nt, LAMBDA * ne / nref)
+        return d > tol, tol, nt_eff
+
+    bad, tol, nt_eff = violations(None)
+    if bad.any() or c.norm_rel_err > nt:
+        e = bound() if callable(bound) else bound
+        e = np.asarray(e, dtype=np.float64).reshape(-1)
+        if skip is not None:
+            e = np.where(skip, 0.0, e)
+        bad, tol, nt_eff = violations(e)
+    if bad.any():
+        k = int(bad.sum())
+        excess = np.where(bad, d - tol, -np.inf)
+        worst = int(np.argmax(excess))
+        c.ok = False
+        c.mismatches = k
+        c.failures.append(f"output {name}: mismatch at {pos(worst)}: {_g(float(y[worst]))} vs "
+                          f"{_g(float(ref[worst]))} (|diff| {_g(float(d[worst]))} > tol {_g(float(tol[worst]))}); "
+                          f"{k} of {n} elements outside rtol={r:g} + {LAMBDA:g} x the arithmetic error bound{sfx}")
+    if c.norm_rel_err > nt_eff:
+        c.ok = False
+        extra = f" and > {_g(nt_eff)} (the arithmetic bound)" if nt_eff > nt else ""
+        c.failures.append(f"output {name}: normwise relative error {_g(c.norm_rel_err)} > {nt:g}{extra}{sfx}")

@@ -11,17 +11,33 @@ another program with the same signature). A run counts only if
   sentinels for integers, checked with a second run under a different sentinel when a
   sentinel value shows up; booleans always get two runs, poison False then True);
 * shapes and dtypes match, no NaN/Inf, and the values pass :func:`compare_output`
-  (scaled elementwise tolerance and normwise error);
+  (elementwise and normwise, with a tolerance that follows the arithmetic: see
+  :mod:`.bound`);
+* the reference itself reads only written elements: it runs with ``check_uninit``, so a
+  program whose outputs come from never-written intermediate elements is NOT EQUAL;
 
 and at the end the first input set is run once more with fresh buffers, which must
 reproduce a correct result ("output depends on previous run" otherwise; skipped for the
 built-in interpreter runner, which keeps no state).
+
+Inputs: the grid ``seeds x dists`` (default 3 x uniform, normal, signed) plus, by default,
+one run per *probe* distribution on the first seed (``logits``: softmax-scale values where
+exp overflows; ``mixed``: magnitudes over six decades; ``special``: zeros, and -inf/+inf/NaN
+injected into each float input where the reference absorbs them (-inf padding of a
+max-pool) or propagates them elementwise (relu(NaN) = NaN)). The special probe compares
+non-finite reference elements exactly (``nonfinite="match"``); the others do not compare
+the reference's own overflows (``"ignore"``): a candidate may be more robust, not less.
+Every float input is drawn inside its domain (:func:`leirc.interp.inputs.infer_domains`,
+overridable with ``domains``). Giving ``dists`` explicitly runs no probes unless ``probes``
+is given too.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
+from operator import index as operator_index
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
@@ -29,9 +45,17 @@ import numpy as np
 
 from ..interp import InterpError, Interpreter, check_source, random_inputs
 from ..interp import dtypes as D
+from ..interp.inputs import DISTS, SPECIAL_VALUES, as_domain, infer_domains, inject_special
+from .bound import ErrorBound, Unsupported
 from .compare import bitwise_equal, compare_output, tolerances
 
 MAX_FAILURES = 25
+#: grid distributions and probes run when none are given
+DEFAULT_DISTS = ("uniform", "normal", "signed")
+DEFAULT_PROBES = ("logits", "mixed", "special")
+#: reference runs spent looking for special values the reference tolerates
+MAX_SPECIAL_TRIES = 6
+ORACLES = ("vectorized", "literal")
 
 
 @dataclass
@@ -61,6 +85,12 @@ class VerifyReport:
     target: str = ""
     runs: int = 0
     seconds: float = 0.0
+    probes: list = field(default_factory=list)
+    probe_runs: int = 0
+    tolerance: str = ""
+    oracle: str = "vectorized"
+    domains: dict = field(default_factory=dict)
+    special_values: list = field(default_factory=list)  # "X=-inf": what the special probe injected
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -126,17 +156,48 @@ class _Acc:
                 p[k] = v
 
 
+def _supports_uninit() -> bool:
+    try:
+        return "check_uninit" in inspect.signature(Interpreter.run).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+def _bad_number(name: str, v, *, positive: bool = False) -> Optional[str]:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return f"{name} must be a number, got {v!r}"
+    if not math.isfinite(x) or x < 0 or (positive and x == 0):
+        return f"{name} must be a finite {'positive' if positive else 'non-negative'} number, got {v!r}"
+    return None
+
+
 def verify(candidate_source: str, reference_source: Optional[str] = None, *, kernel: Optional[str] = None,
-           seeds=(0, 1, 2), dists=("uniform", "normal", "signed"), target: str = "llvm",
+           seeds=(0, 1, 2), dists=None, target: str = "llvm",
            runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
-           timeout: float = 120.0) -> VerifyReport:
+           timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
+           oracle: str = "vectorized") -> VerifyReport:
     """Verify ``candidate_source`` (compiled for ``target``, or interpreted when
     ``target="interp"``) against the interpreter run of ``reference_source`` (default: the
-    candidate program itself). ``runner`` replaces ``leirc.lower.runner.run_kernel``."""
+    candidate program itself). ``runner`` replaces ``leirc.lower.runner.run_kernel``.
+    ``reference_cache`` (e.g. :class:`leirc.engine.refcache.CachedReference`) replaces the
+    reference side: its ``.result`` is the reference's CheckResult and ``.run(seed, dist)``
+    returns ``(inputs, outputs, unwritten masks)``, computed once for many candidates
+    (it is bypassed for explicit ``domains`` and the literal oracle, which it does not know).
+
+    ``dists`` (default ``DEFAULT_DISTS``) x ``seeds`` is the grid of runs; ``probes``
+    (default ``DEFAULT_PROBES`` when ``dists`` is not given, else none) adds one run per
+    probe distribution on the first seed. ``domains`` maps input names to ``(lo, hi)``
+    (open interval) and replaces their inferred domains. ``rtol``/``norm_tol`` given
+    explicitly select the flat tolerance instead of the arithmetic bound. ``oracle``
+    "literal" runs the reference loop by loop (``Interpreter(ref, vectorize=False)``: the
+    semantics itself, slow, for small kernels); "vectorized" is the default."""
     t0 = time.perf_counter()
-    seeds = [int(s) for s in seeds]
-    dists = list(dists)
-    rep = VerifyReport(False, False, 0.0, 0.0, 0.0, seeds, dists, [], target=target)
+    default_grid = dists is None
+    dists = list(DEFAULT_DISTS if dists is None else dists)
+    probes = list(DEFAULT_PROBES if probes is None and default_grid else (probes or ()))
+    rep = VerifyReport(False, False, 0.0, 0.0, 0.0, [], dists, [], target=target, probes=probes, oracle=oracle)
     fails = rep.failures
 
     def fail(msg: str) -> None:
@@ -145,14 +206,41 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
         elif len(fails) == MAX_FAILURES:
             fails.append("... (more failures omitted)")
 
+    problems = []
+    try:
+        seeds = [operator_index(s) for s in seeds]
+    except TypeError:
+        problems.append(f"seeds must be integers, got {list(seeds)!r}")
+        seeds = []
+    rep.seeds = seeds
+    if any(s < 0 for s in seeds):
+        problems.append(f"seeds must be non-negative integers, got {', '.join(map(str, seeds))}")
+    bad = [d for d in dists + probes if d not in DISTS]
+    if bad:
+        problems.append(f"unknown distribution(s) {', '.join(map(str, bad))} (expected one of {', '.join(DISTS)})")
+    if oracle not in ORACLES:
+        problems.append(f"unknown oracle {oracle!r} (expected {' or '.join(ORACLES)})")
+    for nm, v, pos in (("rtol", rtol, False), ("norm_tol", norm_tol, False), ("timeout", timeout, True)):
+        if v is not None:
+            msg = _bad_number(nm, v, positive=pos)
+            if msg:
+                problems.append(msg)
+    if problems:
+        for m in problems:
+            fail(m)
+        return _finish(rep, t0)
     try:
         cand = check_source(candidate_source, kernel)
     except InterpError as e:
-        fail(f"candidate: {e}")
+        fail("candidate: no kernel to verify" if "no kernel named 'None'" in str(e) else f"candidate: {e}")
+        return _finish(rep, t0)
+    if not cand.kernel.outputs:
+        fail(f"candidate: kernel '{cand.kernel.name}' has no outputs: no kernel to verify")
         return _finish(rep, t0)
     try:
-        ref = check_source(reference_source if reference_source is not None else candidate_source,
-                           kernel if reference_source is None else _pick_kernel(reference_source, kernel, cand.kernel.name))
+        ref = reference_cache.result if reference_cache is not None else check_source(
+            reference_source if reference_source is not None else candidate_source,
+            kernel if reference_source is None else _pick_kernel(reference_source, kernel, cand.kernel.name))
     except InterpError as e:
         fail(f"reference: {e}")
         return _finish(rep, t0)
@@ -168,6 +256,23 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
     if not seeds or not dists:
         fail("no runs: give at least one seed and one distribution")
         return _finish(rep, t0)
+    floats = {p.name for p in ref.kernel.inputs if D.is_float(p.dtype)}
+    doms = infer_domains(ref.kernel)
+    for n, d in (domains or {}).items():
+        if n not in floats:
+            fail(f"domain for '{n}': not a float input of kernel '{ref.kernel.name}'")
+            continue
+        try:
+            doms[n] = as_domain(d)
+        except ValueError as e:
+            fail(f"domain for '{n}': {e}")
+    if fails:
+        return _finish(rep, t0)
+    rep.domains = {n: f"({d.lo:g}, {d.hi:g}){' without 0' if d.nonzero else ''}" + (f": {d.why}" if d.why else "")
+                   for n, d in sorted(doms.items())}
+    explicit_doms = {n: doms[n] for n in (domains or {})}
+    if explicit_doms or oracle != "vectorized":
+        reference_cache = None
     if runner is None:
         if target == "interp":
             runner = interp_runner
@@ -177,7 +282,27 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
             except ImportError as e:
                 fail(f"the compiled runner is not available ({e}); use target='interp'")
                 return _finish(rep, t0)
-    ref_interp = Interpreter(ref)
+    ref_interp = Interpreter(ref, vectorize=(oracle == "vectorized"))
+    uninit = {"check_uninit": True} if _supports_uninit() else {}
+    flat = rtol is not None or norm_tol is not None
+    bound_state: dict = {}
+    rep.tolerance = "flat (rtol/norm_tol given)" if flat else "arithmetic"
+
+    def error_bound(worst_case: bool = False):
+        """The companion program of the reference, built on first use (None if the bound
+        does not model the program; the flat tolerance applies then). The probes use the
+        worst-case reduction bound (see :mod:`.bound`)."""
+        key = "eb_wc" if worst_case else "eb"
+        if key not in bound_state:
+            try:
+                bound_state[key] = ErrorBound(ref, worst_case)
+            except (Unsupported, InterpError) as e:
+                bound_state[key] = None
+                rep.tolerance = f"flat (no arithmetic bound: {e})"
+        return bound_state[key]
+
+    if not flat:
+        error_bound()  # building is cheap (no run); it tells the report which rule applies
     outs_spec = [(p.name, p.dtype, tuple(p.shape)) for p in cand.kernel.outputs]
     acc = _Acc()
     bitwise = True
@@ -194,17 +319,63 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
         return res, after
 
     def reference_run(inputs: dict):
-        outs = ref_interp.run(inputs)
+        outs = ref_interp.run(inputs, **uninit)
         unw = {}
         for n, dt, sh in outs_spec:
             m = D.poison_mask(outs[n], dt)
             if not D.is_float(dt) and m.any():
-                again = ref_interp.run(inputs, poison_alt=True)
+                again = ref_interp.run(inputs, poison_alt=True, **uninit)
                 m = m & D.poison_mask(again[n], dt, True)
             unw[n] = m
         return outs, unw
 
-    def check_run(inputs, ref_out, ref_unw, label: str, record: bool):
+    def special_inputs(seed: int):
+        """The ``special`` probe: zeros, plus in each float input every special value of
+        SPECIAL_VALUES (inside its domain) that the reference either absorbs (its outputs
+        stay finite: -inf padding of a max) or propagates elementwise (non-finite outputs
+        only where an input of the same shape is non-finite: relu(NaN) = NaN)."""
+        cur = random_inputs(ref.kernel, seed, "special", explicit_doms)
+        injected = []
+        tries = 0
+
+        def acceptable(outs, trial) -> bool:
+            for n, dt, sh in outs_spec:
+                if not D.is_float(dt):
+                    continue
+                bad = ~np.isfinite(outs[n])
+                if not bad.any():
+                    continue
+                allowed = np.zeros(sh, dtype=bool)
+                for q in ref.kernel.inputs:
+                    if q.name in floats and tuple(q.shape) == sh:
+                        allowed |= ~np.isfinite(trial[q.name])
+                if (bad & ~allowed).any():
+                    return False
+            return True
+
+        for p in ref.kernel.inputs:
+            if p.name not in floats:
+                continue
+            dom = doms.get(p.name)
+            for k, v in enumerate(SPECIAL_VALUES):
+                if (dom is not None and not dom.contains(v)) or tries >= MAX_SPECIAL_TRIES:
+                    continue
+                trial = inject_special(cur, p.name, v, seed, salt=k)
+                tries += 1
+                try:
+                    outs = ref_interp.run(trial, **uninit)
+                except InterpError:
+                    continue
+                if acceptable(outs, trial):
+                    cur = trial
+                    injected.append(f"{p.name}={v}")
+        return cur, injected
+
+    def check_run(inputs, ref_out, ref_unw, label: str, record: bool, probe: Optional[str] = None):
+        """Run the candidate on one input set and compare. A probe uses the worst-case
+        reduction bound; the special probe matches non-finite reference elements exactly,
+        the others do not compare the reference's own overflows (see compare_output)."""
+        nonfinite = "fail" if probe is None else ("match" if probe == "special" else "ignore")
         nonlocal bitwise
         res, after = call(inputs, False)
         if not res.ok:
@@ -217,6 +388,22 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
         ok_all = not mutated
         outs = res.outputs or {}
         second = None
+        cache: dict = {}
+        float_out = {n for n, d, _ in outs_spec if D.is_float(d)}
+
+        def bound_of(name):
+            """A lazy arithmetic bound for output ``name`` (None: the flat rule)."""
+            if flat or name not in float_out or ("eb" in bound_state and bound_state["eb"] is None):
+                return None
+
+            def get():
+                if "b" not in cache:
+                    eb = error_bound(worst_case=probe is not None)
+                    cache["b"] = eb.run(inputs) if eb is not None else None
+                if cache["b"] is None:  # the bound turned out unavailable: widen nothing
+                    return np.zeros(np.shape(ref_out[name]))
+                return cache["b"][name]
+            return get
         for n, dt, sh in outs_spec:
             if n not in outs:
                 fail(f"output {n}: missing from the candidate's results ({label})")
@@ -235,7 +422,7 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
                     if y2 is not None and np.shape(y2) == sh:
                         unw = unw & D.poison_mask(np.asarray(y2), dt, True)
             c = compare_output(n, y, ref_out[n], dt, unwritten=unw, ref_unwritten=ref_unw.get(n),
-                               rtol=rtol, norm_tol=norm_tol, where=label)
+                               rtol=rtol, norm_tol=norm_tol, where=label, bound=bound_of(n), nonfinite=nonfinite)
             if record:
                 acc.add(c)
             bitwise = bitwise and c.bitwise
@@ -249,8 +436,11 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
         for dist in dists:
             label = f"seed {seed}, {dist}"
             try:
-                inputs = random_inputs(ref.kernel, seed, dist)
-                ref_out, ref_unw = reference_run(inputs)
+                if reference_cache is not None:
+                    inputs, ref_out, ref_unw = reference_cache.run(seed, dist)
+                else:
+                    inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
+                    ref_out, ref_unw = reference_run(inputs)
             except InterpError as e:
                 fail(f"reference program failed ({label}): {e}")
                 stop = True
@@ -264,6 +454,31 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
                 first = (inputs, ref_out, ref_unw, label, r[0])
         if stop:
             break
+    if not stop and probes:
+        seed = seeds[0]
+        for probe in probes:
+            try:
+                if probe == "special":
+                    inputs, injected = special_inputs(seed)
+                    rep.special_values = injected
+                    label = f"seed {seed}, special ({', '.join(injected) if injected else 'zeros only'})"
+                    ref_out, ref_unw = reference_run(inputs)
+                elif reference_cache is not None:
+                    label = f"seed {seed}, {probe}"
+                    inputs, ref_out, ref_unw = reference_cache.run(seed, probe)
+                else:
+                    label = f"seed {seed}, {probe}"
+                    inputs = random_inputs(ref.kernel, seed, probe, explicit_doms)
+                    ref_out, ref_unw = reference_run(inputs)
+            except InterpError as e:
+                fail(f"reference program failed (seed {seed}, {probe}): {e}")
+                stop = True
+                break
+            rep.probe_runs += 1
+            r = check_run(inputs, ref_out, ref_unw, label, True, probe=probe)
+            if r is None:
+                stop = True
+                break
     # the repeated run catches state kept between runs; the built-in interpreter runner
     # is deterministic and stateless, so it is skipped there
     if not stop and first is not None and first[4] and runner is not interp_runner:
@@ -306,4 +521,4 @@ def _finish(rep: VerifyReport, t0: float) -> VerifyReport:
     return rep
 
 
-__all__ = ["verify", "VerifyReport", "RunResult", "interp_runner", "tolerances"]
+__all__ = ["verify", "VerifyReport", "RunResult", "interp_runner", "tolerances", "DEFAULT_DISTS", "DEFAULT_PROBES"]
