@@ -350,3 +350,18 @@ def test_mixed_probe_accepts_the_absorption_error_of_a_serial_sum():
     assert compare_output("S", serial, ref, "f32", bound=ErrorBound(r, worst_case=True).run(ins)["S"]).ok
     rep = verify(src, runner=literal_runner, seeds=(0,), dists=("uniform",), probes=("mixed",))
     assert rep.equal and rep.probe_runs == 1, rep.failures
+
+
+def test_error_bound_models_left_deep_chain_reductions():
+    # S = S + a - b is a reduction whose operand the checker leaves as None (a chain); the
+    # companion program used to contain a None there, so such kernels silently fell back to
+    # the flat tolerance ("cannot type expression") and failed on the logits probe
+    from leirc.interp import check_source
+    from leirc.verify.bound import ErrorBound
+
+    src = r"""\kernel chain(X: f32[4, 8], M: f32[4]) -> (S: f32[4]) {
+      L^{4}_{i=0} L^{8}_{j=0} [ S^{f32,g}_{i} = S^{f32,g}_{i} + X^{f32,g}_{i,j}*M^{f32,g}_{i} - X^{f32,g}_{i,j}; ];
+    }"""
+    ErrorBound(check_source(src), False)
+    rep = verify(src, target="interp", seeds=(0,), dists=("normal",), probes=("logits",))
+    assert rep.equal and rep.tolerance == "arithmetic", (rep.tolerance, rep.failures)

@@ -54,6 +54,7 @@ import numpy as np
 from ..lang import ast as A
 from ..lang.checker import CheckResult, check_kernel
 from ..lang.types import expr_type, is_float
+from ..interp.plan import reduction_form
 
 #: unit roundoff of each float dtype
 UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}
@@ -249,7 +250,15 @@ class _Builder:
         self.target_dtype = x.dtype
         ux = self.u(x.dtype)
         if si.kind == "reduce":
-            r = self.err(si.operand)
+            operand = si.operand
+            if operand is None:
+                # a left-deep chain X + a - b + c: its terms reassociated (a - b + c) are
+                # what each iteration adds, exactly as the interpreter reduces it
+                form = reduction_form(si)
+                if form is None:
+                    raise Unsupported("a reduction chain whose terms do not reassociate")
+                operand = form.operand
+            r = self.err(operand)
             if si.op in ("+", "-"):
                 n = 1
                 for l in si.loops:
@@ -260,7 +269,7 @@ class _Builder:
                 ex = self.ebound(x)
                 n = max(n, 1)
                 rel = r.rel((n if self.worst_case else math.sqrt(n)) * ux)
-                monos = _monomials(r.p, si.operand, rel)
+                monos = _monomials(r.p, operand, rel)
                 if monos is not None:
                     # one reduction per monomial: each is a sum of products, which the
                     # interpreter contracts with matrix products instead of materializing
@@ -268,7 +277,7 @@ class _Builder:
                     return [A.Assign(ex, A.BinOp("+", ex, _prod(m))) for m in monos]
                 # |t|*rel written as abs(t*rel) (rel >= 0): the same value, but not a sum of
                 # products with factors that would be contracted one n-long product at a time
-                term = _add(r.p, A.Call("min", (A.Call("abs", (A.BinOp("*", _f64(si.operand), rel),)), A.Const(BIG))))
+                term = _add(r.p, A.Call("min", (A.Call("abs", (A.BinOp("*", _f64(operand), rel),)), A.Const(BIG))))
                 return A.Assign(ex, A.BinOp("+", ex, term))
             if si.op in ("max", "min"):
                 if r.zero:
@@ -276,7 +285,7 @@ class _Builder:
                 if x.name not in self.enames:
                     return _NONZERO
                 ex = self.ebound(x)
-                return A.Assign(ex, A.Call("max", (ex, self.total(si.operand, r))))
+                return A.Assign(ex, A.Call("max", (ex, self.total(operand, r))))
             raise Unsupported(f"a {si.op} reduction")
         # assign, update, scan: the whole right-hand side, self-reads included, then the
         # store, which rounds only a value of another type (a same-typed value already is

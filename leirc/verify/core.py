@@ -86,6 +86,7 @@ class VerifyReport:
     runs: int = 0
     seconds: float = 0.0
     probes: list = field(default_factory=list)
+    numerics: Optional[str] = None  # the rewrite's declared class, when the caller gave it
     probe_runs: int = 0
     tolerance: str = ""
     oracle: str = "vectorized"
@@ -173,11 +174,67 @@ def _bad_number(name: str, v, *, positive: bool = False) -> Optional[str]:
     return None
 
 
+class _SessionRunner:
+    """The default compiled runner: one sandboxed :class:`leirc.lower.session.KernelSession`
+    for the whole verification (one build, many runs), started on the first run so that it
+    knows the kernel the verifier picked. Intermediates are poisoned, so a candidate that
+    reads elements it never wrote computes poison rather than stale memory."""
+
+    def __init__(self, source: str, target: str, timeout: float):
+        self.source, self.target, self.timeout = source, target, timeout
+        self.session = None
+
+    def __call__(self, source, inputs, outputs, *, kernel=None, target=None, timeout=None, **kw):
+        if self.session is None:
+            from ..lower.session import KernelSession  # lazy: TVM lives in leirc.lower
+
+            self.session = KernelSession(self.source, kernel=kernel, target=self.target, timeout=self.timeout,
+                                         poison_intermediates=True)
+        return self.session.runner(source, inputs, outputs, kernel=kernel, target=target, timeout=timeout, **kw)
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+
 def verify(candidate_source: str, reference_source: Optional[str] = None, *, kernel: Optional[str] = None,
            seeds=(0, 1, 2), dists=None, target: str = "llvm",
            runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
            timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
-           oracle: str = "vectorized") -> VerifyReport:
+           oracle: str = "vectorized", numerics: Optional[str] = None) -> VerifyReport:
+    """Verify ``candidate_source`` against ``reference_source``; see :func:`_verify`.
+
+    Without a ``runner``, a compiled candidate runs in one sandboxed worker session built
+    once for all runs. ``numerics`` is the class of the rewrite that produced the candidate
+    (``bitwise``, ``exact-in-reals``, ``approximate``): an *approximate* rewrite is allowed
+    to overflow or lose range where the original does not, so its default verification runs
+    the grid only, not the probes that go looking for exactly that (``probes`` given
+    explicitly still run); the report records the class. (A bitwise rewrite is not held to
+    bit equality here: the compiled candidate and the interpreted reference round differently
+    even when the rewrite reorders nothing.)"""
+    if numerics is not None and numerics not in ("bitwise", "exact-in-reals", "approximate"):
+        raise ValueError(f"unknown numerics class {numerics!r}")
+    if numerics == "approximate" and probes is None:
+        probes = ()
+    own = None
+    if runner is None and target != "interp":
+        own = runner = _SessionRunner(candidate_source, target, timeout)
+    try:
+        rep = _verify(candidate_source, reference_source, kernel=kernel, seeds=seeds, dists=dists, target=target,
+                      runner=runner, rtol=rtol, norm_tol=norm_tol, timeout=timeout, reference_cache=reference_cache,
+                      probes=probes, domains=domains, oracle=oracle)
+    finally:
+        if own is not None:
+            own.close()
+    rep.numerics = numerics
+    return rep
+
+
+def _verify(candidate_source: str, reference_source: Optional[str] = None, *, kernel: Optional[str] = None,
+            seeds=(0, 1, 2), dists=None, target: str = "llvm",
+            runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
+            timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
+            oracle: str = "vectorized") -> VerifyReport:
     """Verify ``candidate_source`` (compiled for ``target``, or interpreted when
     ``target="interp"``) against the interpreter run of ``reference_source`` (default: the
     candidate program itself). ``runner`` replaces ``leirc.lower.runner.run_kernel``.
