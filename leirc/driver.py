@@ -337,14 +337,16 @@ def _verify_target(b: Build) -> str:
 
 
 def _verify_against_interpreter(b: Build, j: Job) -> None:
-    from .verify import verify
+    from .engine.evaluate import Evaluator
 
-    rep = verify(j.text(), j.text("original"), seeds=LEIR_VERIFY_SEEDS, dists=LEIR_VERIFY_DISTS,
-                 target=_verify_target(b), timeout=b.options.timeout)
-    j.verification = rep
-    if not rep.equal:
+    with Evaluator(_verify_target(b), seeds=LEIR_VERIFY_SEEDS, dists=LEIR_VERIFY_DISTS, time=False,
+                   timeout=b.options.timeout, threads=b.options.threads, prestart=False) as ev:
+        e = ev.evaluate(j.text(), reference=j.text("original"))
+    rep = j.verification = e.verify
+    if not e.ok:
+        why = "; ".join(rep.failures[:3]) if rep is not None and rep.failures else f"{e.error_kind}: {e.error}"
         raise _fail("verify", "E053", f"{b.options.optimizer().name} result of kernel '{j.name}' does not verify "
-                    "against the original: " + "; ".join(rep.failures[:3]), j.current.kernel.span, b.file)
+                    "against the original: " + why, j.current.kernel.span, b.file)
     b.note(f"verified {j.name}: max_abs_err={rep.max_abs_err:.3g}, norm_rel_err={rep.norm_rel_err:.3g}")
 
 

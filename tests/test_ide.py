@@ -397,3 +397,19 @@ def test_a_step_that_does_not_apply_raises_not_applicable():
         ide.apply_edits(TWO, Step.make("loop_tiling", loop="N0.i", factor_outer=3, factor_inner=2), "first")
     with pytest.raises(NotApplicable):
         ide.apply_edits("L^{4}_{i=0}[", Step.make("loop_parallelization", loop="N0.i"))
+
+
+def test_inline_evaluation_goes_through_the_engine():
+    pytest.importorskip("tvm")
+    from leirc.ide import evaluate_kernel, summary
+
+    good = r"""\kernel k(A: f32[4, 8]) -> (Y: f32[4, 8]) {
+  L^{4}_{i=0} L^{8}_{j=0} [ Y^{f32,g}_{i,j} = A^{f32,g}_{i,j} * 2.0; ];
+}
+"""
+    ev = evaluate_kernel(good)
+    assert ev.ok and ev.verify.equal and summary(ev).startswith("verified")
+    # a candidate that differs from its reference is reported, not hidden
+    bad = good.replace("* 2.0", "* 2.5")
+    ev = evaluate_kernel(bad, reference=good)
+    assert not ev.ok and ev.error_kind == "mismatch" and summary(ev).startswith("NOT verified (mismatch)")

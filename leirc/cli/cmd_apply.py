@@ -8,8 +8,8 @@ import sys
 from ..lang import ast as A
 from ..lang.printer import COMPACT, PRETTY, print_module
 from ..strategies import NotApplicable, Step, StrategyBug, get, trace_from_json, trace_to_json
-from ..strategies.base import parse_args, plan_step
-from .cmd_fmt import write_atomic
+from ..strategies.base import NUMERICS, parse_args, plan_step
+from ..io import write_atomic
 from .common import load_checked, select_kernel
 
 
@@ -73,11 +73,13 @@ def run(args) -> int:
             print(f"leirc: error: {e}", file=sys.stderr)
             return 2
     kernel = res.kernel
+    numerics = "bitwise"
     try:
         for st in steps:
             strat = get(st.name)
             rw = plan_step(kernel, st)
             kernel = rw.kernel
+            numerics = max(numerics, rw.numerics, key=NUMERICS.index)
             # the one-line rationale lets a reader follow a derivation step by step; the
             # numerics are those of this application (a tiling of a reduction reassociates)
             print(f"applied {st} [{strat.level}, {rw.numerics}]: {strat.summary}", file=sys.stderr)
@@ -99,11 +101,22 @@ def run(args) -> int:
     text = print_module(mod, COMPACT if args.compact else PRETTY)
     status = 0
     if args.verify:
-        from ..verify import verify  # lazy: pulls in the interpreter and the runner
-
         before = print_module(A.Module((res.kernel,)), PRETTY)
         after = print_module(A.Module((kernel,)), PRETTY)
-        rep = verify(after, before, target=args.target)
+        if args.target == "interp":
+            from ..verify import verify  # lazy: pulls in the interpreter
+
+            rep = verify(after, before, target="interp", numerics=numerics)
+        else:
+            # the engine's door: one sandboxed session, the reference computed once
+            from ..engine.evaluate import Evaluator
+
+            with Evaluator(args.target, time=False, prestart=False) as ev:
+                e = ev.evaluate(after, reference=before, numerics=numerics)
+            rep = e.verify
+            if rep is None:
+                print(f"verify: NOT equal ({e.error_kind}): {e.error}", file=sys.stderr)
+                return 1
         print(f"verify: {'equal' if rep.equal else 'NOT equal'}, bitwise={rep.bitwise}, "
               f"max_abs_err={rep.max_abs_err:.3g}, norm_rel_err={rep.norm_rel_err:.3g}", file=sys.stderr)
         for f in rep.failures:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..lang.parser import parse_record
 from ..lang.printer import PRETTY, COMPACT, print_module
-from .cmd_fmt import write_atomic
+from ..io import write_atomic
 from .common import print_diagnostics
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 
+from ..io import write_atomic
 from ..lang import ast as A
 from ..lang.parser import parse
 from ..lang.printer import COMPACT, PRETTY, print_module
@@ -26,21 +25,6 @@ def register(sub) -> None:
     m.add_argument("--check", action="store_true", help="exit 1 if a file is not already formatted; write nothing")
     m.add_argument("-i", "--in-place", action="store_true", help="rewrite the files (atomically)")
     p.set_defaults(func=run)
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write via a temporary file in the same directory and rename, so a crash never
-    leaves a half-written file."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".leirc-", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def leading_comments(source: str) -> str:

@@ -8,7 +8,8 @@ import sys
 
 from ..lang import ast as A
 from ..lang.printer import COMPACT, PRETTY, print_module
-from .cmd_fmt import leading_comments, write_atomic
+from ..io import write_atomic
+from .cmd_fmt import leading_comments
 from .common import load_checked
 
 _HELP = """Simplify every statement of every kernel with a fixed pipeline of local rewrites,

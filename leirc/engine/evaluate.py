@@ -202,7 +202,7 @@ class Evaluator:
                  rtol: Optional[float] = None, norm_tol: Optional[float] = None,
                  poison_intermediates: bool = False, max_references: int = 2,
                  reference_max_bytes: int = 1 << 30, build_timeout: Optional[float] = None,
-                 prestart: bool = True):
+                 prestart: bool = True, verify_options: Optional[dict] = None):
         if target_name(target) == "interp":
             raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
         self.target = target
@@ -216,6 +216,8 @@ class Evaluator:
         self.memory_limit_mb = memory_limit_mb
         self.warmup, self.repeat, self.min_repeat_ms = int(warmup), int(repeat), float(min_repeat_ms)
         self.rtol, self.norm_tol = rtol, norm_tol
+        # further leirc.verify.verify options (probes, domains, oracle), part of the cache key
+        self.verify_options = dict(verify_options or {})
         self.poison_intermediates = bool(poison_intermediates)
         self.cache = EvaluationCache(cache_dir) if cache_dir else None
         self.max_references = max(1, int(max_references))
@@ -251,13 +253,13 @@ class Evaluator:
             self._refs.move_to_end(fp)
         return ref
 
-    def key(self, cand_kernel, ref_kernel) -> str:
+    def key(self, cand_kernel, ref_kernel, numerics: Optional[str] = None) -> str:
         spec = {"leirc": __version__, "candidate": _key_text(cand_kernel), "reference": _key_text(ref_kernel),
                 "target": self.target, "seeds": list(self.seeds),
                 "dists": None if self.dists is None else list(self.dists),
                 "rtol": self.rtol, "norm_tol": self.norm_tol, "poison_intermediates": self.poison_intermediates,
                 "time": [self.warmup, self.repeat, self.min_repeat_ms] if self.time else None,
-                "threads": self.threads}
+                "threads": self.threads, "verify_options": self.verify_options, "numerics": numerics}
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
     def _lookup(self, key: str) -> Optional[Evaluation]:
@@ -283,10 +285,12 @@ class Evaluator:
 
     # -- the entry point ----------------------------------------------------------------
     def evaluate(self, source_text: str, *, kernel: Optional[str] = None, reference: Optional[str] = None,
-                 cache: bool = True) -> Evaluation:
+                 cache: bool = True, numerics: Optional[str] = None) -> Evaluation:
         """Evaluate one candidate (``source_text``, its kernel ``kernel`` or the only one)
         against ``reference`` (LEIR text; default: the candidate itself). ``cache=False``
-        evaluates again even when a cached evaluation exists (and stores the new one)."""
+        evaluates again even when a cached evaluation exists (and stores the new one).
+        ``numerics``: the class of the rewrite that produced the candidate (see
+        :func:`leirc.verify.verify`)."""
         t0 = _time.perf_counter()
         self.stats["evaluations"] += 1
         cand, problem = _pick(source_text, kernel, "candidate")
@@ -300,15 +304,15 @@ class Evaluator:
             if ref is None:
                 raise ValueError(problem)
         fp = _fingerprint(cand.kernel)
-        key = self.key(cand.kernel, ref.kernel)
+        key = self.key(cand.kernel, ref.kernel, numerics)
         hit = self._lookup(key) if cache else None
         if hit is not None:
             return hit
-        ev = self._evaluate(source_text, cand, ref, reference, fp, t0)
+        ev = self._evaluate(source_text, cand, ref, reference, fp, t0, numerics)
         self._store(key, ev)
         return ev
 
-    def _evaluate(self, source_text, cand, ref, reference, fp, t0) -> Evaluation:
+    def _evaluate(self, source_text, cand, ref, reference, fp, t0, numerics=None) -> Evaluation:
         name = cand.kernel.name
 
         def done(ok, kind, rep, timing, build_s, error):
@@ -324,7 +328,7 @@ class Evaluator:
             rec = _Recorder(s.runner)
             rep = verify(source_text, reference, kernel=name, seeds=self.seeds, dists=self.dists,
                          target=target_name(self.target), runner=rec, rtol=self.rtol, norm_tol=self.norm_tol,
-                         timeout=self.timeout, reference_cache=refc)
+                         timeout=self.timeout, reference_cache=refc, numerics=numerics, **self.verify_options)
             failure = s.build_failure
             if failure is not None and s.builds == 0:
                 return done(False, failure[1], rep, None, None, failure[0])

@@ -3,7 +3,8 @@
 * :func:`diagnostics` — every diagnostic of a file, also when one kernel is broken;
 * :func:`code_actions` — strategy applications anchored at a position;
 * :func:`apply_edits` / :func:`apply_text` — a step as minimal text edits: only the
-  top-level items it changed are rewritten, comments and spelling elsewhere stay.
+  top-level items it changed are rewritten, comments and spelling elsewhere stay;
+* :func:`evaluate_kernel` — inline verification through the engine's Evaluator.
 
 Positions are 1-based (line, column), end-exclusive, as in :class:`leirc.lang.ast.Span`.
 """
@@ -11,6 +12,7 @@ Positions are 1-based (line, column), end-exclusive, as in :class:`leirc.lang.as
 from .actions import Action, FileReport, analyze, code_actions, diagnostics, strategy_doc
 from .anchors import anchor_node, anchor_span
 from .edits import TextEdit, apply_edits, apply_text, apply_to_text, kernel_edits
+from .inline import evaluate_kernel, summary
 
 __all__ = ["Action", "FileReport", "TextEdit", "analyze", "diagnostics", "code_actions", "apply_edits", "apply_text", "apply_to_text",
-           "kernel_edits", "anchor_node", "anchor_span", "strategy_doc"]
+           "kernel_edits", "anchor_node", "anchor_span", "strategy_doc", "evaluate_kernel", "summary"]
