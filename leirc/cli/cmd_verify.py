@@ -155,9 +155,23 @@ def run(args) -> int:
         if not chosen or not chosen[0].kernel.outputs:
             return usage_error(f"{name}: no kernel to verify")
         sources.append(cf.parse.source)
-    rep = verify(sources[0], sources[1] if len(sources) > 1 else None, kernel=args.kernel, seeds=seeds, dists=dists,
-                 probes=probes, domains=domains or None, oracle=args.oracle, target=args.target, rtol=rtol,
-                 norm_tol=norm_tol, timeout=timeout)
+    reference = sources[1] if len(sources) > 1 else None
+    if args.target == "interp":
+        rep = verify(sources[0], reference, kernel=args.kernel, seeds=seeds, dists=dists, probes=probes,
+                     domains=domains or None, oracle=args.oracle, target="interp", rtol=rtol, norm_tol=norm_tol,
+                     timeout=timeout)
+    else:
+        # the engine's door: one sandboxed session builds the candidate once for every run
+        from ..engine.evaluate import Evaluator
+
+        opts = {"probes": probes, "domains": domains or None, "oracle": args.oracle}
+        with Evaluator(args.target, seeds=seeds, dists=dists, time=False, rtol=rtol, norm_tol=norm_tol,
+                       timeout=timeout, prestart=False, verify_options=opts) as ev:
+            e = ev.evaluate(sources[0], kernel=args.kernel, reference=reference)
+        rep = e.verify
+        if rep is None:  # the candidate did not check: its diagnostics were printed above
+            print(f"leirc: error: {e.error}", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps(rep.to_json(), indent=2))
         return 0 if rep.equal else 1
