@@ -180,9 +180,24 @@ class _SessionRunner:
     knows the kernel the verifier picked. Intermediates are poisoned, so a candidate that
     reads elements it never wrote computes poison rather than stale memory."""
 
-    def __init__(self, source: str, target: str, timeout: float):
+    def __init__(self, source: str, target: str, timeout: float, kernel: Optional[str] = None):
         self.source, self.target, self.timeout = source, target, timeout
         self.session = None
+        self._start(kernel)
+
+    def _start(self, kernel: Optional[str]) -> None:
+        """Start the worker now when the kernel is known, so that TVM's import and the build
+        overlap with the reference runs and the input generation."""
+        from ..lang.load import LoadError, load_kernel
+
+        try:
+            name = load_kernel(self.source, kernel=kernel).kernel.name
+        except LoadError:
+            return  # the verifier reports the candidate's errors itself
+        from ..lower.session import KernelSession  # lazy: TVM lives in leirc.lower
+
+        self.session = KernelSession(self.source, kernel=name, target=self.target, timeout=self.timeout,
+                                     poison_intermediates=True)
 
     def __call__(self, source, inputs, outputs, *, kernel=None, target=None, timeout=None, **kw):
         if self.session is None:
@@ -218,7 +233,7 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
         probes = ()
     own = None
     if runner is None and target != "interp":
-        own = runner = _SessionRunner(candidate_source, target, timeout)
+        own = runner = _SessionRunner(candidate_source, target, timeout, kernel)
     try:
         rep = _verify(candidate_source, reference_source, kernel=kernel, seeds=seeds, dists=dists, target=target,
                       runner=runner, rtol=rtol, norm_tol=norm_tol, timeout=timeout, reference_cache=reference_cache,
