@@ -31,7 +31,7 @@ from . import builder as B
 from .errors import FrontendError, TraceError, UnsupportedOpError
 from .loader import LoadedModel, load_model
 from .ops import Ops
-from .ops.common import leir_dtype
+from .ops.common import leir_dtype, pretty_target
 from .values import ConstVal, ExprVal, TensorRef, Val
 
 #: long fx node names -> shorter tensor name stems
@@ -90,15 +90,7 @@ def op_name(node) -> str:
     if node.op == "call_module":
         return f"{t} ({node.meta.get('_leirc_module_type', 'module')})"
     if node.op == "call_function":
-        mod = getattr(t, "__module__", None) or ""
-        name = getattr(t, "__name__", str(t))
-        if mod in ("_operator", "operator"):
-            return f"operator.{name}"
-        if mod.startswith("torch.nn.functional") or mod == "torch._C._nn":
-            return f"torch.nn.functional.{name}"
-        if mod.startswith("torch") or not mod:
-            return f"torch.{name}"
-        return f"{mod}.{name}"
+        return pretty_target(t)
     return str(t)
 
 
