@@ -514,8 +514,8 @@ def model_report(b: Build) -> dict:
 
         versions["torch"] = version("torch")
         versions["tvm"] = version("apache-tvm")
-    except Exception:  # noqa: BLE001 - versions are informational
-        pass
+    except Exception:  # noqa: BLE001 - versions are informational; a missing one is simply not reported
+        versions.setdefault("torch", None)
     return {
         "model": os.path.abspath(b.model.path) if b.model else b.file,
         "imported": b.model is not None,

@@ -11,6 +11,7 @@ permission bits.
 
 from __future__ import annotations
 
+import contextlib
 import io as _stdio
 import os
 import stat
@@ -49,10 +50,8 @@ def write_atomic(path: str, data: bytes | str, *, mode: int | None = None) -> No
             os.chmod(tmp, (0o644 if mode is None else mode) & ~umask)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # the failure may have come before mkstemp's file
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

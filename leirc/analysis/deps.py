@@ -461,7 +461,7 @@ ENUMERATION_LIMIT = 2048
 
 
 class _NotEvaluable(Exception):
-    pass
+    """A subscript the enumeration fallback cannot evaluate from loop indices alone."""
 
 
 def _evaluate(e: A.Expr, env: dict) -> int:
@@ -725,8 +725,8 @@ def _dependence(r1, loops1, r2, loops2, pairs, fixed, with_distances: bool) -> D
             if len(prefix) == len(pairs):
                 out.add(prefix)
                 if not with_distances:
-                    pass
-                elif NE not in head:
+                    continue
+                if NE not in head:
                     dists.append(pair.distances(head + list(prefix))[len(head):])
                 else:
                     dists.append(tuple(0 if rel == EQ else None for rel in prefix))

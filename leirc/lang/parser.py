@@ -386,14 +386,10 @@ def _words(expected: Iterable[str], lark: Lark) -> str:
             names.append(_TOKEN_WORDS[t])
             continue
         try:
-            td = lark.get_terminal(t)
-            pat = td.pattern
-            if pat.type == "str":
-                names.append(f"'{pat.value}'")
-                continue
-        except Exception:
-            pass
-        names.append(t.lower())
+            pat = lark.get_terminal(t).pattern
+        except KeyError:  # an anonymous terminal Lark does not list: its token name says it
+            pat = None
+        names.append(f"'{pat.value}'" if pat is not None and pat.type == "str" else t.lower())
     names = sorted(set(names))
     if len(names) > 8:
         names = names[:8] + ["..."]
@@ -481,7 +477,7 @@ def _hint_table() -> dict[int, str]:
                     if label not in seen:
                         seen.append(label)
             except UnexpectedInput:
-                pass
+                continue  # an example that fails elsewhere (not at a token) teaches no state
     # LALR merges some states (a target and an operand both end in '}'), so one state
     # may stand for two mistakes; say both
     return {pos: " Or: ".join(ls) for pos, ls in labels.items()}
