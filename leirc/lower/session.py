@@ -36,6 +36,7 @@ its stdin close, removes the directory itself and exits.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -191,28 +192,22 @@ class _Worker:
 
     def kill(self) -> None:
         """Kill the whole process group (the worker and anything it started)."""
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group has already exited
             os.killpg(self.p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        # a process stuck in the kernel (uninterruptible) cannot be waited for: leave it
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.p.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process stuck in the kernel
-            pass
         self.close_pipes()
 
     def close_pipes(self) -> None:
+        # closing a pipe whose other end died raises; the pipe is closed either way
         if self.rfd >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.rfd)
-            except OSError:
-                pass
             self.rfd = -1
-        try:
+        with contextlib.suppress(OSError):
             if self.p.stdin:
                 self.p.stdin.close()
-        except OSError:
-            pass
 
 
 # -- cleanup that survives exceptions, garbage collection and termination signals -------
@@ -231,10 +226,8 @@ class _State:
             return
         w, self.worker = self.worker, None
         if w is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort while shutting down: the directory goes next
                 w.kill()
-            except Exception:  # noqa: BLE001 - best effort while shutting down
-                pass
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = ""
@@ -282,7 +275,7 @@ def _install_handlers() -> None:
                 signal.signal(sig, _on_signal)
                 _PREVIOUS[sig] = prev
             except (ValueError, OSError):
-                pass
+                continue  # not settable here (not the main thread, or a signal the OS reserves)
         atexit.register(_cleanup_all)
         _installed = True
 
@@ -579,12 +572,11 @@ class KernelSession:
 
     def _remove(self, prefix: str) -> None:
         d = self._state.dir
-        try:
+        # stale request files only cost space: a directory already removed is fine
+        with contextlib.suppress(OSError):
             for fn in os.listdir(d):
                 if fn.startswith(prefix):
                     os.unlink(os.path.join(d, fn))
-        except OSError:
-            pass
 
     def run(self, inputs: dict, outputs: dict, *, timeout: Optional[float] = None) -> RunResult:
         """Run the kernel once. ``outputs`` are the initial output arrays. Returns the
