@@ -35,8 +35,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("leirc.verify",),
     ("leirc.frontend",),
     ("leirc.engine",),
+    # the search sits below the driver: ``-O search`` is one of its optimizers
+    ("leirc.search",),
     ("leirc.driver",),
-    ("leirc.cli", "leirc.ide", "leirc.__main__"),
+    ("leirc.cli", "leirc.ide", "leirc.dataset", "leirc.__main__"),
 ]
 
 
