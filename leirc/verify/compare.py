@@ -75,12 +75,17 @@ def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind == "f" or (D.BF16 is not None and a.dtype == D.BF16):
         ia = np.ascontiguousarray(a).view(np.dtype(f"u{a.dtype.itemsize}"))
         ib = np.ascontiguousarray(b).view(np.dtype(f"u{b.dtype.itemsize}"))
-        same = ia == ib
-        if same.all():
+        ne = (ia != ib).reshape(-1)
+        if not ne.any():
             return True
-        af = a.astype(np.float64)
-        bf = b.astype(np.float64)
-        return bool(np.all(same | (np.isnan(af) & np.isnan(bf))))
+        # only NaN payloads may differ (bf16 has no isnan of its own: widen what is tested)
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        if a.dtype.kind != "f":
+            fa, fb = fa.astype(np.float32), fb.astype(np.float32)
+        i = int(ne.argmax())
+        if not (np.isnan(fa[i]) and np.isnan(fb[i])):
+            return False  # the usual unequal case, decided by the first difference
+        return bool(np.all(~ne | (np.isnan(fa) & np.isnan(fb))))
     return bool(np.array_equal(a, b))
 
 
@@ -187,61 +192,115 @@ def compare_output(name: str, y, ref, dtype: str, *, unwritten: Optional[np.ndar
         if n:
             c.max_abs_err = c.max_rel_err = c.norm_rel_err = math.inf if not c.ok else 0.0
         return c
-    # d = |y - ref| and ra = |ref| in float64, excluded elements zeroed
-    d = y.astype(np.float64)
-    ra = ref.astype(np.float64)
-    with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite elements, zeroed below
-        np.subtract(d, ra, out=d)
-    np.abs(d, out=d)
-    np.abs(ra, out=ra)
-    if skip is not None:
-        d[skip] = 0.0
-        ra[skip] = 0.0
-    c.max_abs_err = float(d.max())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.divide(d, ra, out=np.zeros_like(d), where=ra > 0)
-    c.max_rel_err = float(rel.max())
-    del rel
-    if bool(np.any((ra == 0) & (d > 0))):
-        c.max_rel_err = math.inf
-    nref = math.sqrt(float(np.dot(ra, ra)))
-    ndiff = math.sqrt(float(np.dot(d, d)))
-    c.norm_rel_err = ndiff / nref if nref > 0 else (0.0 if ndiff == 0 else math.inf)
     if not is_float:
-        bad = d > 0
-        if bad.any():
-            k = int(bad.sum())
-            first = int(np.flatnonzero(bad)[0])
-            c.ok = False
-            c.mismatches = k
-            c.failures.append(f"output {name}: {k} of {n} elements differ; first at {pos(first)}: "
-                              f"{y[first]} vs {ref[first]} (integer outputs must match exactly){sfx}")
+        # integers compare exactly (a float64 difference would round above 2**53)
+        _int_check(c, name, y, ref, skip, n, pos, sfx)
         return c
+    df = _Diff(y, ref, skip)
+    st = df.stats()
+    c.max_abs_err, c.max_rel_err, c.norm_rel_err = st.max_d, st.max_rel, st.norm_rel
     r, nt = tolerances(dtype, rtol, norm_tol)
     if bound is not None:
-        _arith_check(c, name, y, ref, d, ra, skip, r, nt, bound, shape, pos, sfx)
+        _arith_check(c, name, y, ref, df, st, r, nt, bound, pos, sfx)
         return c
-    atol = r * float(ra.max())
-    # excess = d - (atol + r*|ref|), in place over ra
-    excess = ra
-    excess *= -r
-    excess -= atol
-    excess += d
-    bad = excess > 0
-    if bad.any():
-        k = int(bad.sum())
-        worst = int(np.argmax(excess))
+    atol = r * st.max_ra
+    k, worst, d_w = df.violations(df.ra * r + atol)
+    if k:
         c.ok = False
         c.mismatches = k
-        rw = abs(float(ref[worst]))
-        tol_w = atol + r * rw
+        tol_w = atol + r * abs(float(ref[worst]))
         c.failures.append(f"output {name}: mismatch at {pos(worst)}: {_g(float(y[worst]))} vs "
-                          f"{_g(float(ref[worst]))} (|diff| {_g(float(d[worst]))} > tol {_g(tol_w)}); "
+                          f"{_g(float(ref[worst]))} (|diff| {_g(d_w)} > tol {_g(tol_w)}); "
                           f"{k} of {n} elements outside rtol={r:g}, atol={_g(atol)}{sfx}")
     if c.norm_rel_err > nt:
         c.ok = False
         c.failures.append(f"output {name}: normwise relative error {_g(c.norm_rel_err)} > {nt:g}{sfx}")
     return c
+
+
+@dataclass
+class _Stats:
+    max_d: float
+    max_ra: float
+    max_rel: float
+    norm_d: float
+    norm_ref: float
+
+    @property
+    def norm_rel(self) -> float:
+        if self.norm_ref > 0:
+            return self.norm_d / self.norm_ref
+        return 0.0 if self.norm_d == 0 else math.inf
+
+
+def _work_dtype(dt: np.dtype) -> np.dtype:
+    """Differences are taken in float32 for f32 and narrower outputs (a difference of two
+    f16/bf16 values is exact there; of two f32 values it is within 2**-24 of itself, far
+    below any tolerance), float64 otherwise: half the memory traffic of widening every
+    output to float64, which dominated the comparison of large outputs."""
+    return np.dtype(np.float64) if np.dtype(dt).itemsize > 4 else np.dtype(np.float32)
+
+
+class _Diff:
+    """``d = |y - ref|`` and ``ra = |ref|`` of flat outputs in the work dtype, excluded
+    elements zeroed."""
+
+    def __init__(self, y, ref, skip):
+        self.skip = skip
+        wt = _work_dtype(y.dtype) if y.dtype.kind == "f" or y.dtype.itemsize <= 2 else np.dtype(np.float64)
+        self.ra = ref.astype(wt)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf at matched non-finite elements
+            self.d = y.astype(wt)
+            np.subtract(self.d, self.ra, out=self.d)
+        np.abs(self.d, out=self.d)
+        np.abs(self.ra, out=self.ra)
+        if skip is not None:
+            self.d[skip] = 0
+            self.ra[skip] = 0
+
+    def stats(self) -> _Stats:
+        d, ra = self.d, self.ra
+        if d.size == 0:
+            return _Stats(0.0, 0.0, 0.0, 0.0, 0.0)
+        max_d, max_ra = float(d.max()), float(ra.max())
+        pos = ra > 0
+        if bool(np.any(d[~pos] > 0)) if not pos.all() else False:
+            max_rel = math.inf  # an error where the reference is exactly 0
+        else:
+            with np.errstate(over="ignore"):
+                max_rel = float(np.divide(d, ra, out=np.zeros_like(d), where=pos).max())
+        # sums of squares accumulated in float64 without float64 copies (squares of large
+        # float32 values would overflow in float32)
+        sd = float(np.einsum("i,i->", d, d, dtype=np.float64, casting="safe"))
+        sr = float(np.einsum("i,i->", ra, ra, dtype=np.float64, casting="safe"))
+        return _Stats(max_d, max_ra, max_rel, math.sqrt(sd), math.sqrt(sr))
+
+    def violations(self, tol) -> tuple[int, int, float]:
+        """Elements with ``d > tol``: (count, flat index of the largest excess, its d)."""
+        with np.errstate(invalid="ignore"):
+            excess = self.d - tol
+        bad = excess > 0
+        k = int(np.count_nonzero(bad))
+        if not k:
+            return 0, -1, 0.0
+        i = int(np.argmax(excess))
+        return k, i, float(self.d[i])
+
+
+def _int_check(c: OutputComparison, name, y, ref, skip, n, pos, sfx) -> None:
+    bad = y != ref
+    if skip is not None:
+        bad &= ~skip
+    if bad.any():
+        k = int(bad.sum())
+        first = int(np.flatnonzero(bad)[0])
+        c.ok = False
+        c.mismatches = k
+        c.failures.append(f"output {name}: {k} of {n} elements differ; first at {pos(first)}: "
+                          f"{y[first]} vs {ref[first]} (integer outputs must match exactly){sfx}")
+    # the error figures are for the report; a float64 difference is exact enough there
+    st = _Diff(y, ref, skip).stats()
+    c.max_abs_err, c.max_rel_err, c.norm_rel_err = st.max_d, st.max_rel, st.norm_rel
 
 
 def _tiny(dt) -> float:
@@ -251,45 +310,36 @@ def _tiny(dt) -> float:
         return 2.0**-126
 
 
-def _arith_check(c: OutputComparison, name, y, ref, d, ra, skip, r, nt, bound, shape, pos, sfx) -> None:
-    """The arithmetic rule (module docstring) on flat ``d = |y - ref|`` and ``ra = |ref|``
-    (excluded elements zeroed)."""
-    n = d.size
-    nref = math.sqrt(float(np.dot(ra, ra)))
-
+def _arith_check(c: OutputComparison, name, y, ref, df: _Diff, st: _Stats, r, nt, bound, pos, sfx) -> None:
+    """The arithmetic rule (module docstring) on the flat outputs' differences ``df``."""
+    n = y.size
+    nref = st.norm_ref
     # underflow: a result in the subnormal range carries an absolute error of up to the
     # smallest normal number (a candidate may flush subnormals to zero)
     floor = LAMBDA * _tiny(y.dtype)
-
-    def violations(e):
-        tol = ra * r + floor
-        nt_eff = nt
-        if e is not None:
-            fin = np.isfinite(e)
-            # an undefined bound (e.g. a division by an exact 0) falls back to the flat
-            # rule at that element
-            flat = r * float(ra.max())
-            tol = tol + np.where(fin, LAMBDA * np.where(fin, e, 0.0), flat)
-            ne = math.sqrt(float(np.dot(np.where(fin, e, 0.0), np.where(fin, e, 0.0))))
-            if nref > 0:
-                nt_eff = max(nt, LAMBDA * ne / nref)
-        return d > tol, tol, nt_eff
-
-    bad, tol, nt_eff = violations(None)
-    if bad.any() or c.norm_rel_err > nt:
+    tol = df.ra * r + floor
+    k, worst, d_w = df.violations(tol)
+    nt_eff = nt
+    if k or c.norm_rel_err > nt:
         e = bound() if callable(bound) else bound
         e = np.asarray(e, dtype=np.float64).reshape(-1)
-        if skip is not None:
-            e = np.where(skip, 0.0, e)
-        bad, tol, nt_eff = violations(e)
-    if bad.any():
-        k = int(bad.sum())
-        excess = np.where(bad, d - tol, -np.inf)
-        worst = int(np.argmax(excess))
+        if df.skip is not None:
+            e = np.where(df.skip, 0.0, e)
+        fin = np.isfinite(e)
+        e = np.where(fin, e, 0.0)
+        # an undefined bound (e.g. a division by an exact 0) falls back to the flat rule at
+        # that element
+        flat = r * st.max_ra
+        tol = tol + np.where(fin, LAMBDA * e, flat)
+        k, worst, d_w = df.violations(tol)
+        ne = math.sqrt(float(np.dot(e, e)))
+        if nref > 0:
+            nt_eff = max(nt, LAMBDA * ne / nref)
+    if k:
         c.ok = False
         c.mismatches = k
         c.failures.append(f"output {name}: mismatch at {pos(worst)}: {_g(float(y[worst]))} vs "
-                          f"{_g(float(ref[worst]))} (|diff| {_g(float(d[worst]))} > tol {_g(float(tol[worst]))}); "
+                          f"{_g(float(ref[worst]))} (|diff| {_g(d_w)} > tol {_g(float(tol[worst]))}); "
                           f"{k} of {n} elements outside rtol={r:g} + {LAMBDA:g} x the arithmetic error bound{sfx}")
     if c.norm_rel_err > nt_eff:
         c.ok = False

@@ -18,7 +18,8 @@ another program with the same signature). A run counts only if
 
 and at the end the first input set is run once more with fresh buffers, which must
 reproduce a correct result ("output depends on previous run" otherwise; skipped for the
-built-in interpreter runner, which keeps no state).
+built-in interpreter runner, which keeps no state); outputs identical bit for bit to the first
+run's pass without being compared again.
 
 Inputs: the grid ``seeds x dists`` (default 3 x uniform, normal, signed) plus, by default,
 one run per *probe* distribution on the first seed (``logits``: softmax-scale values where
@@ -27,6 +28,12 @@ injected into each float input where the reference absorbs them (-inf padding of
 max-pool) or propagates them elementwise (relu(NaN) = NaN)). The special probe compares
 non-finite reference elements exactly (``nonfinite="match"``); the others do not compare
 the reference's own overflows (``"ignore"``): a candidate may be more robust, not less.
+Seeds after the first are spent where they add coverage: a distribution's next seed runs only
+while its runs so far checked fewer than ``min_samples`` output elements (default
+``MIN_SAMPLES`` = 2^20). A bug that corrupts a fraction p of the elements escapes N checked
+elements with probability (1-p)^N, so a second full-size softmax run (6.3M elements) adds
+nothing a small kernel's three seeds would; a kernel with 4096 outputs still runs all three.
+``min_samples=None`` runs every seed; the report lists the seeds a distribution skipped.
 Every float input is drawn inside its domain (:func:`leirc.interp.inputs.infer_domains`,
 overridable with ``domains``). Giving ``dists`` explicitly runs no probes unless ``probes``
 is given too.
@@ -56,6 +63,8 @@ DEFAULT_PROBES = ("logits", "mixed", "special")
 #: reference runs spent looking for special values the reference tolerates
 MAX_SPECIAL_TRIES = 6
 ORACLES = ("vectorized", "literal")
+#: checked output elements per distribution after which further seeds are skipped
+MIN_SAMPLES = 1 << 20
 
 
 @dataclass
@@ -92,6 +101,9 @@ class VerifyReport:
     oracle: str = "vectorized"
     domains: dict = field(default_factory=dict)
     special_values: list = field(default_factory=list)  # "X=-inf": what the special probe injected
+    #: seeds not run because the distribution's earlier runs covered ``min_samples`` elements
+    seeds_skipped: list = field(default_factory=list)
+    min_samples: Optional[int] = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -216,7 +228,8 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
            seeds=(0, 1, 2), dists=None, target: str = "llvm",
            runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
            timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
-           oracle: str = "vectorized", numerics: Optional[str] = None) -> VerifyReport:
+           oracle: str = "vectorized", numerics: Optional[str] = None,
+           min_samples: Optional[int] = MIN_SAMPLES) -> VerifyReport:
     """Verify ``candidate_source`` against ``reference_source``; see :func:`_verify`.
 
     Without a ``runner``, a compiled candidate runs in one sandboxed worker session built
@@ -237,7 +250,7 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
     try:
         rep = _verify(candidate_source, reference_source, kernel=kernel, seeds=seeds, dists=dists, target=target,
                       runner=runner, rtol=rtol, norm_tol=norm_tol, timeout=timeout, reference_cache=reference_cache,
-                      probes=probes, domains=domains, oracle=oracle)
+                      probes=probes, domains=domains, oracle=oracle, min_samples=min_samples)
     finally:
         if own is not None:
             own.close()
@@ -249,7 +262,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
             seeds=(0, 1, 2), dists=None, target: str = "llvm",
             runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
             timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
-            oracle: str = "vectorized") -> VerifyReport:
+            oracle: str = "vectorized", min_samples: Optional[int] = MIN_SAMPLES) -> VerifyReport:
     """Verify ``candidate_source`` (compiled for ``target``, or interpreted when
     ``target="interp"``) against the interpreter run of ``reference_source`` (default: the
     candidate program itself). ``runner`` replaces ``leirc.lower.runner.run_kernel``.
@@ -269,7 +282,8 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     default_grid = dists is None
     dists = list(DEFAULT_DISTS if dists is None else dists)
     probes = list(DEFAULT_PROBES if probes is None and default_grid else (probes or ()))
-    rep = VerifyReport(False, False, 0.0, 0.0, 0.0, [], dists, [], target=target, probes=probes, oracle=oracle)
+    rep = VerifyReport(False, False, 0.0, 0.0, 0.0, [], dists, [], target=target, probes=probes, oracle=oracle,
+                       min_samples=min_samples)
     fails = rep.failures
 
     def fail(msg: str) -> None:
@@ -292,6 +306,9 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         problems.append(f"unknown distribution(s) {', '.join(map(str, bad))} (expected one of {', '.join(DISTS)})")
     if oracle not in ORACLES:
         problems.append(f"unknown oracle {oracle!r} (expected {' or '.join(ORACLES)})")
+    if min_samples is not None and (isinstance(min_samples, bool) or not isinstance(min_samples, int)
+                                    or min_samples < 0):
+        problems.append(f"min_samples must be a non-negative integer or None, got {min_samples!r}")
     for nm, v, pos in (("rtol", rtol, False), ("norm_tol", norm_tol, False), ("timeout", timeout, True)):
         if v is not None:
             msg = _bad_number(nm, v, positive=pos)
@@ -390,8 +407,11 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         after = res.inputs_after if res.inputs_after is not None else cin
         return res, after
 
-    def reference_run(inputs: dict):
-        outs = ref_interp.run(inputs, **uninit)
+    def reference_run(inputs: dict, outs: Optional[dict] = None):
+        """The reference's outputs and unwritten masks (``outs``: its outputs on ``inputs``,
+        when already computed)."""
+        if outs is None:
+            outs = ref_interp.run(inputs, **uninit)
         unw = {}
         for n, dt, sh in outs_spec:
             m = D.poison_mask(outs[n], dt)
@@ -407,6 +427,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         stay finite: -inf padding of a max) or propagates elementwise (non-finite outputs
         only where an input of the same shape is non-finite: relu(NaN) = NaN)."""
         cur = random_inputs(ref.kernel, seed, "special", explicit_doms)
+        cur_outs = None  # the reference's outputs on ``cur``, once a trial computed them
         injected = []
         tries = 0
 
@@ -439,14 +460,17 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 except InterpError:
                     continue
                 if acceptable(outs, trial):
-                    cur = trial
+                    cur, cur_outs = trial, outs
                     injected.append(f"{p.name}={v}")
-        return cur, injected
+        return cur, injected, cur_outs
 
-    def check_run(inputs, ref_out, ref_unw, label: str, record: bool, probe: Optional[str] = None):
+    def check_run(inputs, ref_out, ref_unw, label: str, record: bool, probe: Optional[str] = None,
+                  same_as: Optional[dict] = None):
         """Run the candidate on one input set and compare. A probe uses the worst-case
         reduction bound; the special probe matches non-finite reference elements exactly,
-        the others do not compare the reference's own overflows (see compare_output)."""
+        the others do not compare the reference's own overflows (see compare_output).
+        ``same_as``: the candidate's outputs of an earlier, passing run on the same inputs;
+        an output identical to it bit for bit passes without being compared again."""
         nonfinite = "fail" if probe is None else ("match" if probe == "special" else "ignore")
         nonlocal bitwise
         res, after = call(inputs, False)
@@ -483,6 +507,8 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 bitwise = False
                 continue
             y = np.asarray(outs[n])
+            if same_as is not None and n in same_as and bitwise_equal(y, same_as[n]):
+                continue
             unw = None
             if y.shape == sh and y.dtype == D.np_dtype(dt):
                 unw = D.poison_mask(y, dt)
@@ -504,8 +530,14 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         return ok_all, outs
 
     stop = False
-    for seed in seeds:
+    per_run = sum(int(np.prod(sh, dtype=np.int64)) for _, _, sh in outs_spec)
+    checked = dict.fromkeys(dists, 0)
+    for k, seed in enumerate(seeds):
         for dist in dists:
+            if k > 0 and min_samples is not None and checked[dist] >= min_samples:
+                rep.seeds_skipped.append(f"{seed} ({dist})")
+                continue
+            checked[dist] += per_run
             label = f"seed {seed}, {dist}"
             try:
                 if reference_cache is not None:
@@ -523,18 +555,22 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 stop = True
                 break
             if first is None:
-                first = (inputs, ref_out, ref_unw, label, r[0])
+                first = (inputs, ref_out, ref_unw, label, r[0], r[1])
         if stop:
             break
+    if rep.seeds_skipped:
+        run_seeds = {seeds[0]} | {s for k, s in enumerate(seeds) if k > 0 and any(
+            f"{s} ({d})" not in rep.seeds_skipped for d in dists)}
+        rep.seeds = [s for s in seeds if s in run_seeds]
     if not stop and probes:
         seed = seeds[0]
         for probe in probes:
             try:
                 if probe == "special":
-                    inputs, injected = special_inputs(seed)
+                    inputs, injected, outs = special_inputs(seed)
                     rep.special_values = injected
                     label = f"seed {seed}, special ({', '.join(injected) if injected else 'zeros only'})"
-                    ref_out, ref_unw = reference_run(inputs)
+                    ref_out, ref_unw = reference_run(inputs, outs)
                 elif reference_cache is not None:
                     label = f"seed {seed}, {probe}"
                     inputs, ref_out, ref_unw = reference_cache.run(seed, probe)
@@ -554,9 +590,9 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     # the repeated run catches state kept between runs; the built-in interpreter runner
     # is deterministic and stateless, so it is skipped there
     if not stop and first is not None and first[4] and runner is not interp_runner:
-        inputs, ref_out, ref_unw, label, _ = first
+        inputs, ref_out, ref_unw, label, _, first_outs = first
         n_before = len(fails)
-        r = check_run(inputs, ref_out, ref_unw, label + ", repeated", False)
+        r = check_run(inputs, ref_out, ref_unw, label + ", repeated", False, same_as=first_outs)
         if r is not None and len(fails) > n_before:
             fail(f"output depends on previous run: repeating the first run ({label}) with fresh buffers "
                  f"gave a wrong result")
