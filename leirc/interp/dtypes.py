@@ -12,13 +12,6 @@ import numpy as np
 
 from ..lang import ast as A
 
-try:  # pragma: no cover - import guard
-    import ml_dtypes as _ml
-
-    BF16 = np.dtype(_ml.bfloat16)
-except Exception:  # pragma: no cover - ml_dtypes missing
-    BF16 = None
-
 _NP = {
     "f16": np.dtype(np.float16),
     "f32": np.dtype(np.float32),
@@ -33,8 +26,36 @@ _NP = {
     "u64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
 }
-if BF16 is not None:
-    _NP["bf16"] = BF16
+_UNRESOLVED = object()
+_bf16 = _UNRESOLVED
+
+
+def bf16_dtype() -> np.dtype | None:
+    """``ml_dtypes.bfloat16`` (None without ml_dtypes), imported on first use: the import
+    costs about a second, which every command would pay for a dtype few kernels use."""
+    global _bf16
+    if _bf16 is _UNRESOLVED:
+        try:
+            import ml_dtypes  # noqa: PLC0415
+
+            _bf16 = np.dtype(ml_dtypes.bfloat16)
+            _NP["bf16"] = _bf16
+        except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+            _bf16 = None
+    return _bf16
+
+
+def is_bf16(dt) -> bool:
+    """Whether NumPy dtype ``dt`` is bfloat16 (without importing ml_dtypes: an array of it
+    exists only once ml_dtypes is imported)."""
+    return np.dtype(dt).name == "bfloat16"
+
+
+def __getattr__(name: str):
+    if name == "BF16":  # the bfloat16 NumPy dtype, resolved lazily
+        return bf16_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 HALF = ("f16", "bf16")
 F32 = np.dtype(np.float32)
@@ -48,12 +69,16 @@ def np_dtype(t: str) -> np.dtype:
     try:
         return _NP[t]
     except KeyError:
+        if t == "bf16" and bf16_dtype() is not None:
+            return _NP[t]
         raise TypeError(f"dtype {t!r} has no NumPy representation") from None
 
 
 def leir_dtype(dt) -> str | None:
     """LEIR name of a NumPy dtype (None if it has none)."""
     dt = np.dtype(dt)
+    if is_bf16(dt):
+        return "bf16"
     for k, v in _NP.items():
         if v == dt:
             return k

@@ -277,7 +277,7 @@ def _fit(x: np.ndarray, dom: Domain, dist: str, dt: np.dtype) -> np.ndarray:
 def _inside(a: np.ndarray, dom: Domain) -> np.ndarray:
     """After rounding to the dtype, values that left the open domain are moved just
     inside it."""
-    if a.dtype.kind != "f" and not (D.BF16 is not None and a.dtype == D.BF16):
+    if a.dtype.kind != "f" and not D.is_bf16(a.dtype):
         return a
     t = a.dtype
     if math.isfinite(dom.lo):

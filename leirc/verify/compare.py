@@ -72,7 +72,7 @@ def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
     b = np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.dtype.kind == "f" or (D.BF16 is not None and a.dtype == D.BF16):
+    if a.dtype.kind == "f" or D.is_bf16(a.dtype):
         ia = np.ascontiguousarray(a).view(np.dtype(f"u{a.dtype.itemsize}"))
         ib = np.ascontiguousarray(b).view(np.dtype(f"u{b.dtype.itemsize}"))
         ne = (ia != ib).reshape(-1)
