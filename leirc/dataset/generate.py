@@ -1,0 +1,444 @@
+"""``leirc dataset gen``: verified one-step records from sources, shapes and strategy sites.
+
+The plan (in the parent, cheap and deterministic): every source kernel is instantiated at
+``shapes`` sizes (:mod:`.shapes`); each (source, instance) is a *unit*; for each unit the
+strategy sites are enumerated (:func:`leirc.strategies.enumerate_sites`) and up to
+``per_strategy`` concrete steps per strategy are drawn with an RNG seeded by (seed, unit,
+strategy), so adding a strategy or a source does not change the draws of the others. Every
+(unit, step) is a *job* with a stable key. ``--shard i/n`` keeps the units whose key hashes
+to ``i`` mod ``n``: shards are disjoint, cover the plan, and merge to the unsharded set.
+
+The work (in ``workers`` processes, one unit at a time each): evaluate the instance itself
+once (its timing is the baseline), then for each job ``Program.apply(step)``, reject no-ops
+and duplicates (a transformed fingerprint already produced in this unit), and evaluate the
+result with the engine's :class:`~leirc.engine.Evaluator` against the instance: a sandboxed
+worker builds it once, verifies it against the literal interpreter (the oracle under which
+``bitwise`` means bit-for-bit the semantics of the original) and times it. Each finished job
+is committed to ``DIR/dataset.sqlite`` at once (:mod:`.store`), so a killed run loses no
+finished record and a rerun resumes where it stopped; evaluations are also cached on disk
+(``DIR/evalcache``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+from .. import __version__
+from ..io import write_atomic
+from ..lang.printer import COMPACT, PRETTY, print_kernel
+from ..strategies import base as S
+from . import reasoning as R
+from ..lang.canonical import fingerprint
+from .shapes import MAX_ITERATIONS, ShapeInstance, at_dtype, instances
+from .sources import Source, discover, load
+from .store import Store
+
+#: concrete steps taken from one site's argument grid before sampling (a tiling grid can be large)
+SITE_STEPS = 64
+#: a unit whose worker died this many times gets its remaining jobs recorded as "crash"
+MAX_UNIT_CRASHES = 2
+
+
+@dataclass(frozen=True)
+class GenOptions:
+    """What defines a dataset (recorded in the store; a rerun must use the same)."""
+
+    seed: int = 0
+    shapes: int = 2
+    dtypes: tuple = ()  # float dtypes to instantiate every shape at; () = as written
+    per_strategy: int = 2
+    target: str = "llvm"
+    strategies: Optional[tuple] = None  # None: all registered
+    max_iterations: int = MAX_ITERATIONS
+    verify_seeds: tuple = (0, 1)
+    oracle: str = "literal"
+    time: bool = True
+    repeat: int = 5
+    tokens: bool = False
+    #: also run the compiled original and the compiled candidate on the same inputs and compare
+    #: their outputs bit for bit (one more build per verified record)
+    compare_compiled: bool = True
+    shard: tuple = (0, 1)  # (i, n)
+    limit: Optional[int] = None
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["strategies"] = None if self.strategies is None else list(self.strategies)
+        d["verify_seeds"] = list(self.verify_seeds)
+        d["dtypes"] = list(self.dtypes)
+        d["shard"] = list(self.shard)
+        d["leirc"] = __version__
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> "GenOptions":
+        kw = {k: v for k, v in d.items() if k in GenOptions.__dataclass_fields__}
+        for k in ("strategies", "verify_seeds", "shard", "dtypes"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(kw[k])
+        return GenOptions(**kw)
+
+
+@dataclass
+class Job:
+    key: str
+    order: str
+    step: dict  # Step.to_json()
+    site: dict
+
+
+@dataclass
+class Unit:
+    key: str
+    order: int
+    source: dict
+    instance: dict
+    text: str  # the instance, pretty-printed
+    jobs: list = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    units: list
+    sources: list  # source ids
+    problems: list  # messages
+    instances: dict  # source id -> number of instances
+
+    def jobs(self) -> int:
+        return sum(len(u.jobs) for u in self.units)
+
+    def to_json(self) -> dict:
+        return {"sources": self.sources, "problems": self.problems, "instances": self.instances,
+                "units": len(self.units), "jobs": self.jobs()}
+
+
+def _h(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _rng(*parts) -> random.Random:
+    return random.Random(int(_h(*parts)[:16], 16))
+
+
+def record_id(original_fp: str, transformed_fp: str) -> str:
+    """The id of a record: the pair of program fingerprints (one transition of the IR state)."""
+    return _h(original_fp, transformed_fp)[:24]
+
+
+def shard_of(unit_key: str, n: int) -> int:
+    return int(unit_key[:16], 16) % n
+
+
+def pick_steps(result, opts: GenOptions, unit_key: str) -> list[tuple[S.Step, S.Site]]:
+    names = None if opts.strategies is None else set(opts.strategies)
+    by_strategy: dict = defaultdict(dict)
+    for site in S.enumerate_sites(result.kernel, names, result=result):
+        for st in site.steps(limit=SITE_STEPS):
+            by_strategy[site.strategy].setdefault(st, site)
+    out = []
+    for name in sorted(by_strategy):
+        cands = list(by_strategy[name].items())  # enumeration order: deterministic
+        k = min(opts.per_strategy, len(cands))
+        for st, site in _rng(opts.seed, unit_key, name).sample(cands, k):
+            out.append((st, site))
+    return out
+
+
+def plan(paths, opts: GenOptions, log: Callable[[str], None] = lambda m: None) -> Plan:
+    files, problems = discover(paths)
+    if not files and not problems:
+        problems.append(f"no sources in {', '.join(map(str, paths))} (.leir files or KernelBench-format .py modules)")
+    sources: list[Source] = []
+    for f in files:
+        got, problem = load(f)
+        if problem:
+            problems.append(problem)
+        sources.extend(got)
+    units: list[Unit] = []
+    counts: dict = {}
+    order = 0
+    for src in sources:
+        insts = instances(src.result, opts.shapes, seed=opts.seed, key=src.id, max_iterations=opts.max_iterations)
+        counts[src.id] = len(insts)
+        if not insts:
+            problems.append(f"{src.id}: no instance within {opts.max_iterations} statement instances")
+        for inst in insts:
+            variants = [(None, inst.result)]
+            if opts.dtypes:
+                variants = []
+                for dt in opts.dtypes:
+                    r = at_dtype(inst.result, dt)
+                    if r is None:
+                        problems.append(f"{src.id} #{inst.index}: does not check at {dt}")
+                    elif all(fingerprint(r.kernel) != fingerprint(v.kernel) for _, v in variants):
+                        variants.append((dt, r))
+            for dt, result in variants:
+                text = print_kernel(result.kernel, PRETTY)
+                ukey = _h(src.id, src.sha256, inst.index, text)
+                info = dict(inst.to_json(), dtype=dt or "as written")
+                if dt is not None:
+                    sig = ShapeInstance(inst.index, result, inst.moved, inst.how).signature()
+                    info.update(sig)
+                unit = Unit(ukey, order, src.to_json(), info, text)
+                order += 1
+                if shard_of(ukey, opts.shard[1]) != opts.shard[0]:
+                    continue
+                for j, (st, site) in enumerate(pick_steps(result, opts, ukey)):
+                    unit.jobs.append(Job(_h(ukey, st.to_json()), f"{unit.order:06d}.{j:04d}", st.to_json(),
+                                         site.to_json()))
+                units.append(unit)
+        log(f"planned {src.id}: {counts[src.id]} instance(s)")
+    if opts.limit is not None:
+        left = opts.limit
+        for u in units:
+            u.jobs = u.jobs[:max(0, left)]
+            left -= len(u.jobs)
+        units = [u for u in units if u.jobs]
+    return Plan(units, [s.id for s in sources], problems, counts)
+
+
+# ---------------------------------------------------------------------------
+# workers
+
+#: this process's evaluator, kept across units (its worker pool and reference cache), with
+#: the (options, directory) it was made for
+_EVALUATOR: Optional[tuple] = None
+
+
+def _evaluator(opts: GenOptions, directory: str):
+    global _EVALUATOR
+    key = (opts.target, opts.verify_seeds, opts.time, opts.repeat, opts.oracle, os.path.abspath(directory))
+    if _EVALUATOR is None or _EVALUATOR[0] != key:
+        from ..engine.evaluate import Evaluator
+
+        if _EVALUATOR is not None:
+            _EVALUATOR[1].close()
+        ev = Evaluator(opts.target, seeds=opts.verify_seeds, dists=None, time=opts.time,
+                       cache_dir=os.path.join(directory, "evalcache"), threads=1, warmup=1,
+                       repeat=opts.repeat, min_repeat_ms=5.0, verify_options={"oracle": opts.oracle})
+        _EVALUATOR = (key, ev)
+    return _EVALUATOR[1]
+
+
+def _verification(ev) -> dict:
+    rep = ev.verify.to_json() if ev.verify is not None else {}
+    return {"ok": ev.ok, "error_kind": ev.error_kind, "equal": rep.get("equal", False),
+            "bitwise": rep.get("bitwise", False), "max_abs_err": rep.get("max_abs_err"),
+            "max_rel_err": rep.get("max_rel_err"), "norm_rel_err": rep.get("norm_rel_err"),
+            "runs": rep.get("runs", 0), "seeds": rep.get("seeds", []), "dists": rep.get("dists", []),
+            "probes": rep.get("probes", []), "oracle": rep.get("oracle"), "tolerance": rep.get("tolerance", ""),
+            "numerics": rep.get("numerics"), "failures": list(rep.get("failures", []))[:3],
+            "error": (ev.error or "")[:2000] or None}
+
+
+def compiled_outputs(text: str, kernel, opts: GenOptions, pool=None) -> Optional[list]:
+    """Outputs of the compiled ``text`` (sandboxed session, one build) on the verification
+    seeds' standard-normal inputs, or None when it does not build or run. ``pool``: a
+    :class:`~leirc.lower.session.WorkerPool` whose started worker (TVM imported) it adopts."""
+    from ..lower.runner import make_inputs, zero_outputs
+    from ..lower.session import KernelSession
+
+    outs = []
+    with KernelSession(text, target=opts.target, threads=1, timeout=120.0, pool=pool) as s:
+        for seed in opts.verify_seeds:
+            r = s.run(make_inputs(kernel, seed, "normal"), zero_outputs(kernel))
+            if not r.ok:
+                return None
+            outs.append(r.outputs)
+    return outs
+
+
+def same_bits(a: Optional[list], b: Optional[list]) -> Optional[bool]:
+    if a is None or b is None:
+        return None
+    from ..verify import bitwise_equal
+
+    return all(set(x) == set(y) and all(bitwise_equal(x[n], y[n]) for n in x) for x, y in zip(a, b))
+
+
+def _bitwise(ev) -> bool:
+    return bool(ev.ok and ev.verify is not None and ev.verify.bitwise)
+
+
+def _ms(ev) -> Optional[float]:
+    return ev.timing.median_ms if ev.timing is not None and ev.timing.ok else None
+
+
+def run_unit(unit: Unit, opts: GenOptions, directory: str) -> dict:
+    """Evaluate every job of ``unit`` not yet in the store; returns counts by status."""
+    from ..engine.program import Program, apply
+    from ..strategies import NotApplicable, StrategyBug
+
+    store = Store(directory)
+    done = store.done()
+    todo = [j for j in unit.jobs if j.key not in done]
+    counts: dict = defaultdict(int)
+    if not todo:
+        return dict(counts)
+    prog = Program.from_text(unit.text)
+    if not getattr(prog, "ok", False):  # the plan checked it: only a leirc bug lands here
+        raise RuntimeError(f"{unit.source['id']}: the planned instance does not check")
+    ev = _evaluator(opts, directory)
+    t0 = time.perf_counter()
+    base = ev.evaluate(unit.text)
+    base_ms = _ms(base)
+    base_s = time.perf_counter() - t0
+    base_outputs = compiled_outputs(unit.text, prog.kernel, opts, ev.pool) if opts.compare_compiled else None
+    orig_tokens = None
+    if opts.tokens:
+        from .tokens import counts as token_counts
+
+        orig_tokens = token_counts(prog.result)
+    seen = {prog.fingerprint: "original"}
+    # a resumed unit: the programs its finished jobs produced still count for duplicates
+    for r in store.records(unit=unit.key):
+        if r.get("transformed") and r["status"] not in ("noop", "duplicate"):
+            seen.setdefault(r["transformed"]["fingerprint"], r["job"])
+    for job in unit.jobs:
+        if job.key in done:
+            continue
+        step = S.Step.from_json(job.step)
+        strat = S.get(step.name)
+        rec = {"job": job.key, "order": job.order, "unit": unit.key, "source": unit.source, "instance": unit.instance,
+               "strategy": step.name, "level": strat.level, "step": job.step, "site": job.site,
+               "original": {"leir": unit.text, "leir_compact": print_kernel(prog.kernel, COMPACT),
+                            "fingerprint": prog.fingerprint}, "transformed": None, "id": None,
+               "numerics": None, "reasoning": None, "verification": None, "error": None,
+               "baseline": {"ok": base.ok, "error_kind": base.error_kind, "bitwise": _bitwise(base)},
+               "generator": {"leirc": __version__, "seed": opts.seed, "target": opts.target}}
+        t1 = time.perf_counter()
+        try:
+            rw = apply(prog, step)
+        except NotApplicable as e:
+            rec.update(status="not_applicable", error=str(e))
+        except StrategyBug as e:
+            rec.update(status="strategy_bug", error=str(e)[:2000])
+        except Exception as e:  # noqa: BLE001 - a leirc bug in one strategy must not stop the run
+            rec.update(status="error", error=f"{type(e).__name__}: {e}"[:2000])
+        else:
+            new = rw.program
+            text = print_kernel(new.kernel, PRETTY)
+            rec["transformed"] = {"leir": text, "leir_compact": print_kernel(new.kernel, COMPACT),
+                                  "fingerprint": new.fingerprint}
+            rec["id"] = record_id(prog.fingerprint, new.fingerprint)
+            rec["numerics"] = rw.numerics
+            rec["reasoning"] = R.trace(strat, prog, rw, job.site, step.kwargs, opts.target)
+            apply_s = time.perf_counter() - t1
+            if new.fingerprint in seen:
+                rec.update(status="noop" if seen[new.fingerprint] == "original" else "duplicate",
+                           error=None if seen[new.fingerprint] == "original" else f"same program as job {seen[new.fingerprint]}")
+            else:
+                seen[new.fingerprint] = job.key
+                t2 = time.perf_counter()
+                e = ev.evaluate(text, reference=unit.text, numerics=rw.numerics)
+                rec["verification"] = _verification(e)
+                # the oracle is the literal interpreter: when the compiled original matches it bit
+                # for bit, so does a bitwise candidate, and the pair says whether the step kept
+                # the compiled results; otherwise that question stays open (None)
+                rec["verification"]["bitwise_vs_original"] = (
+                    rec["verification"]["bitwise"] if _bitwise(base) else None)
+                if opts.compare_compiled and e.ok:
+                    same = same_bits(base_outputs, compiled_outputs(text, new.kernel, opts, ev.pool))
+                    rec["verification"]["bitwise_compiled"] = same
+                    if same is not None:
+                        rec["verification"]["bitwise_vs_original"] = same
+                rec["status"] = "ok" if e.ok else (e.error_kind or "error")
+                rec["reasoning"]["measured"] = R.measured(e, base_ms, opts.target)
+                rec["timing"] = {"original_ms": base_ms, "transformed_ms": _ms(e),
+                                 "speedup": rec["reasoning"]["measured"]["speedup"], "target": opts.target,
+                                 "threads": 1}
+                rec["timings"] = {"apply_s": round(apply_s, 4), "evaluate_s": round(time.perf_counter() - t2, 4),
+                                  "build_s": e.build_s, "baseline_s": round(base_s, 4), "cached": e.cached}
+                if opts.tokens and e.ok:
+                    from .tokens import counts as token_counts
+
+                    rec["tokens"] = {"original": orig_tokens, "transformed": token_counts(new.result)}
+        store.put(rec)
+        counts[rec["status"]] += 1
+    return dict(counts)
+
+
+def _crash_records(unit: Unit, opts: GenOptions, directory: str, message: str) -> None:
+    store = Store(directory)
+    done = store.done()
+    for job in unit.jobs:
+        if job.key in done:
+            continue
+        step = S.Step.from_json(job.step)
+        store.put({"job": job.key, "order": job.order, "unit": unit.key, "source": unit.source,
+                   "instance": unit.instance, "strategy": step.name, "level": S.get(step.name).level,
+                   "step": job.step, "site": job.site, "status": "crash", "error": message, "id": None,
+                   "original": {"leir": unit.text}, "transformed": None})
+
+
+def _init_worker() -> None:
+    # a worker's stdout belongs to the parent's progress lines
+    sys.stdout = sys.stderr
+
+
+def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1,
+             log: Callable[[str], None] = lambda m: None) -> dict:
+    """Plan, run (resuming what the store already has), export; returns a summary."""
+    store = Store(directory)
+    store.claim(opts.to_json())
+    t0 = time.perf_counter()
+    p = plan(paths, opts, log)
+    write_atomic(os.path.join(directory, "plan.json"), json.dumps(p.to_json(), indent=2, sort_keys=True) + "\n")
+    done = store.done()
+    pending = [u for u in p.units if any(j.key not in done for j in u.jobs)]
+    log(f"{len(p.units)} unit(s), {p.jobs()} job(s); {len(done)} already done, {len(pending)} unit(s) to run")
+    totals: dict = defaultdict(int)
+    if workers <= 0:
+        for u in pending:
+            for k, v in run_unit(u, opts, directory).items():
+                totals[k] += v
+            log(f"done {u.source['id']} #{u.instance['index']}")
+    else:
+        crashes: dict = defaultdict(int)
+        while pending:
+            import multiprocessing as mp
+
+            broken = False
+            with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                     initializer=_init_worker) as pool:
+                futs = {pool.submit(run_unit, u, opts, directory): u for u in pending}
+                finished = set()
+                for fut in as_completed(futs):
+                    u = futs[fut]
+                    try:
+                        res = fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        continue
+                    except Exception as e:  # noqa: BLE001 - a leirc bug in one unit: record it, go on
+                        _crash_records(u, opts, directory, f"{type(e).__name__}: {e}"[:2000])
+                        finished.add(u.key)
+                        continue
+                    finished.add(u.key)
+                    for k, v in res.items():
+                        totals[k] += v
+                    log(f"done {u.source['id']} #{u.instance['index']}: {res}")
+            pending = [u for u in pending if u.key not in finished]
+            if not broken:
+                break
+            for u in pending:  # which unit killed the pool is unknown: every unfinished one is suspect
+                crashes[u.key] += 1
+            for u in [u for u in pending if crashes[u.key] >= MAX_UNIT_CRASHES]:
+                _crash_records(u, opts, directory, "the generator's worker process died on this unit")
+            pending = [u for u in pending if crashes[u.key] < MAX_UNIT_CRASHES]
+    n_ok, n_bad = store.export_jsonl()
+    return {"units": len(p.units), "jobs": p.jobs(), "ran": dict(totals), "status": store.counts(),
+            "records": n_ok, "rejected": n_bad, "problems": p.problems, "seconds": round(time.perf_counter() - t0, 2)}
+
+
+__all__ = ["GenOptions", "Plan", "Unit", "Job", "plan", "generate", "run_unit", "record_id", "shard_of", "pick_steps"]
