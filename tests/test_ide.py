@@ -413,3 +413,125 @@ def test_inline_evaluation_goes_through_the_engine():
     bad = good.replace("* 2.0", "* 2.5")
     ev = evaluate_kernel(bad, reference=good)
     assert not ev.ok and ev.error_kind == "mismatch" and summary(ev).startswith("NOT verified (mismatch)")
+
+
+# ---------------------------------------------------------------------------
+# the language server's engine side: per-kernel documents and editor features (issue 14)
+
+from leirc.ide import assists as ide_assists  # noqa: E402
+from leirc.ide import features as F  # noqa: E402
+from leirc.ide.document import AnalysisCache, Document  # noqa: E402
+
+
+def _diag_key(ds):
+    return [(d.code, d.message, d.severity, d.span and (d.span.line, d.span.col, d.span.end_line, d.span.end_col,
+                                                        d.span.start, d.span.end)) for d in ds]
+
+
+def _mutants(seed: int, n: int):
+    import random
+
+    rng = random.Random(seed)
+    files = sorted(STDLIB.glob("*.leir"))
+    for _ in range(n):
+        text = rng.choice(files).read_text() + "\n" + rng.choice(files).read_text()
+        for _ in range(rng.randint(1, 3)):
+            p = rng.randrange(len(text))
+            text = text[:p] + rng.choice(["", "[", "]", ";", "}", "\\kernel", "\n\\kernel k(", "L^{4}_{i=0}", "é",
+                                          "😀", "A^{f32,g}_{i}", " % c"]) + text[p + rng.randint(0, 5):]
+        yield text
+
+
+def test_document_diagnostics_equal_the_whole_file_analysis():
+    """Per-kernel analysis is the parser's per-kernel recovery applied to every file: the
+    same diagnostics at the same places, for clean, multi-kernel and broken files."""
+    texts = [p.read_text() for p in sorted(STDLIB.glob("*.leir"))]
+    texts.append("\n".join(texts))
+    texts.extend(_mutants(7, 120))
+    for text in texts:
+        assert _diag_key(Document(text, cache=AnalysisCache()).diagnostics()) == _diag_key(ide.diagnostics(text))
+
+
+def test_an_edit_reanalyzes_only_the_kernel_it_touches():
+    text = "\n".join(p.read_text() for p in sorted(STDLIB.glob("*.leir"))[:8])
+    cache = AnalysisCache()
+    doc = Document(text, cache=cache)
+    n = len(doc.segments)
+    assert cache.misses == n >= 8
+    seg = doc.segments[3]
+    i = seg.offset + seg.text.index("[") + 1
+    edited = text[:i] + " " + text[i:]
+    doc2 = Document(edited, cache=cache)
+    assert cache.misses == n + 1 and cache.hits == n - 1
+    assert _diag_key(doc2.diagnostics()) == _diag_key(ide.diagnostics(edited))
+    # kernels below the edit moved one column on one line only: their results are shifted
+    assert [k.name for _, k in doc2.kernels()] == [k.name for _, k in doc.kernels()]
+
+
+NAV = r"""\kernel two(X: f32[8]) -> (Y: f32[8]) {
+  L^{8}_{i=0} [ T^{f32,l}_{i} = exp(X^{f32,g}_{i}); ];
+  L^{8}_{i=0} [ Y^{f32,g}_{i} = max(T^{f32,l}_{i}, 0.0); ];
+}
+"""
+
+
+def _at(text: str, needle: str, nth: int = 0, delta: int = 0) -> tuple[int, int]:
+    i = -1
+    for _ in range(nth + 1):
+        i = text.index(needle, i + 1)
+    i += delta
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+def test_loop_indices_are_scoped_to_their_loop_and_tensors_to_the_kernel():
+    doc = Document(NAV)
+    first = F.references(doc, *_at(NAV, "T^{f32,l}_{i}", 0, 12))
+    assert [(s.line, s.col) for s in first] == [(2, 10), (2, 28), (2, 48)]  # header, T_{i}, X_{i}
+    assert F.definition(doc, *_at(NAV, "T^", 1)) == F.references(doc, *_at(NAV, "T^"))[0]
+    edits = F.rename(doc, *_at(NAV, "T^", 1), "Tmp")
+    out = ide.apply_to_text(NAV, edits)
+    assert out.count("Tmp^{f32,l}") == 2 and ide.diagnostics(out) == []
+    with pytest.raises(F.RenameError, match="already exists"):
+        F.rename(doc, *_at(NAV, "T^"), "Y")
+    with pytest.raises(F.RenameError, match="not a valid"):
+        F.rename(doc, *_at(NAV, "T^"), "9x")
+
+
+def test_hover_inlay_and_signature_on_the_checked_facts():
+    doc = Document(NAV)
+    assert "f32[8]" in F.hover(doc, *_at(NAV, "T^")).markdown
+    assert [h.label for h in F.inlay_hints(doc)] == [": f32[8]"]
+    sig = F.signature_help(doc, *_at(NAV, "0.0"))
+    assert sig.label == "max(a, b, ...)" and sig.active == 1
+    assert F.signature_help(doc, *_at(NAV, "X^{f32,g}_{i}", 0, 12)) is None  # in a subscript, not an argument
+
+
+def test_assists_are_planned_titled_and_resolve_to_minimal_edits():
+    src = (STDLIB / "softmax.leir").read_text()
+    doc = Document(src)
+    line, col = _at(src, "L^{256}", 1)
+    acts = ide_assists.assists_at(doc, line, col)
+    titles = [a.title for a in acts]
+    assert "Parallelize loop i" in titles and all(ide.anchors.contains(a.span, line, col) for a in acts)
+    par = next(a for a in acts if a.title == "Parallelize loop i")
+    out = ide.apply_to_text(src, ide_assists.resolve(doc, par.kernel, par.step))
+    assert out == ide.apply_text(src, par.step)
+    sugg = ide_assists.suggest(doc, "softmax", 3)
+    assert sugg and sugg[0].score >= sugg[-1].score and all(s.rationale for s in sugg)
+
+
+def test_range_formatting_touches_only_the_kernels_in_the_range():
+    ugly = NAV + "\n" + NAV.replace("two", "three").replace("  L^{8}_{i=0} [ T", "  L^{8}_{i=0}   [ T")
+    doc = Document(ugly)
+    (edit,) = F.format_range(doc, 7, 7)
+    assert edit.start_line == 6 and "three" in edit.new_text
+    assert F.format_document(Document("\\kernel k(")) is None
+
+
+def test_utf16_positions_round_trip():
+    positions = pytest.importorskip("leirc_lsp.positions")
+    text = "% é😀x\nab"
+    lines = positions.Lines(text)
+    p = lines.to_lsp(1, 5)  # before x: '% ', 'é' (1 unit), '😀' (2 units)
+    assert (p.line, p.character) == (0, 5)
+    assert lines.from_lsp(p) == (1, 5)

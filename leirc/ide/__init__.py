@@ -4,7 +4,11 @@
 * :func:`code_actions` — strategy applications anchored at a position;
 * :func:`apply_edits` / :func:`apply_text` — a step as minimal text edits: only the
   top-level items it changed are rewritten, comments and spelling elsewhere stay;
-* :func:`evaluate_kernel` — inline verification through the engine's Evaluator.
+* :func:`evaluate_kernel` — inline verification through the engine's Evaluator;
+* :class:`Document` — a document analyzed kernel by kernel with a per-kernel cache (an
+  edit re-parses and re-checks one kernel), the base of :mod:`.features` (hover,
+  navigation, rename, symbols, tokens, completion, formatting...) and :mod:`.assists`
+  (cursor-restricted strategy actions, suggestions) that the language server wraps.
 
 Positions are 1-based (line, column), end-exclusive, as in :class:`leirc.lang.ast.Span`.
 """
@@ -12,7 +16,9 @@ Positions are 1-based (line, column), end-exclusive, as in :class:`leirc.lang.as
 from .actions import Action, FileReport, analyze, code_actions, diagnostics, strategy_doc
 from .anchors import anchor_node, anchor_span
 from .edits import TextEdit, apply_edits, apply_text, apply_to_text, kernel_edits
-from .inline import evaluate_kernel, summary
+from .document import Document
+from .inline import evaluate_kernel, lens_title, outcome, summary
 
 __all__ = ["Action", "FileReport", "TextEdit", "analyze", "diagnostics", "code_actions", "apply_edits", "apply_text", "apply_to_text",
-           "kernel_edits", "anchor_node", "anchor_span", "strategy_doc", "evaluate_kernel", "summary"]
+           "kernel_edits", "anchor_node", "anchor_span", "strategy_doc", "evaluate_kernel", "summary", "Document", "outcome",
+           "lens_title"]

@@ -32,3 +32,40 @@ def summary(ev: Evaluation) -> str:
         return (f"verified ({r.runs + r.probe_runs} runs{', bitwise' if r.bitwise else ''}; "
                 f"max abs err {r.max_abs_err:.2g}, normwise {r.norm_rel_err:.2g})")
     return f"NOT verified ({ev.error_kind}): {(ev.error or '').splitlines()[0] if ev.error else ''}"
+
+
+def outcome(ev: Evaluation, before: Optional[Evaluation] = None) -> dict:
+    """A JSON-able digest of an evaluation for an editor (``before``: the same kernel's
+    previous version, timed, for the speed-up)."""
+    d = {"ok": ev.ok, "error_kind": ev.error_kind, "error": (ev.error or "").splitlines()[0] if ev.error else None,
+         "max_abs_err": None, "max_rel_err": None, "bitwise": None, "ms": None, "target": None, "before_ms": None}
+    if ev.verify is not None:
+        d.update(max_abs_err=_finite(ev.verify.max_abs_err), max_rel_err=_finite(ev.verify.max_rel_err),
+                 bitwise=bool(ev.verify.bitwise))
+    if ev.timing is not None and ev.timing.ok:
+        d.update(ms=ev.timing.median_ms, target=ev.timing.target)
+    if before is not None and before.timing is not None and before.timing.ok:
+        d["before_ms"] = before.timing.median_ms
+    return d
+
+
+def _finite(x):
+    import math
+
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def lens_title(d: dict) -> str:
+    """"✓ equal · 3.2 ms llvm · 12× vs before", "✗ max rel err 3e-02", "✗ crash: ..."."""
+    if d.get("ok"):
+        parts = ["✓ equal" + (" (bitwise)" if d.get("bitwise") else "")]
+        if d.get("ms") is not None:
+            parts.append(f"{d['ms']:.3g} ms {d.get('target') or ''}".rstrip())
+            if d.get("before_ms"):
+                parts.append(f"{d['before_ms'] / d['ms']:.2g}× vs before")
+        return " · ".join(parts)
+    if d.get("error_kind") == "mismatch":
+        err = d.get("max_rel_err")
+        return f"✗ max rel err {err:.1e}" if err is not None else "✗ not equal"
+    msg = d.get("error") or ""
+    return f"✗ {d.get('error_kind')}" + (f": {msg[:80]}" if msg else "")

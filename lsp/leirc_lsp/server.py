@@ -1,0 +1,840 @@
+"""The language server: pygls handlers that convert positions and delegate to
+:mod:`leirc.ide`.
+
+Concurrency: analysis (parse + check, per kernel, cached) and code-action planning run
+in one worker thread (``asyncio.to_thread`` on a dedicated executor), never in the event
+loop; messages are sent only from the loop. Diagnostics are debounced per document and
+dropped when the document changed while they were computed. Builds and runs (inline
+verification, timing) run in a separate process per evaluation
+(:mod:`leirc_lsp.evaluate`) under a timeout; a crash or hang there is reported on the
+kernel's code lens, the server stays up. TVM is never imported in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from lsprotocol import types as T
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+
+from leirc.ide import assists, features
+from leirc.ide.anchors import contains
+from leirc.ide.document import Document
+from leirc.ide.edits import TextEdit
+from leirc.ide.inline import lens_title
+from leirc.lang.diagnostics import ERROR, WARNING, Diagnostic
+from leirc.strategies.base import NotApplicable, Step
+
+from . import __version__
+from .positions import Lines
+
+log = logging.getLogger("leirc_lsp")
+
+SEVERITY = {ERROR: T.DiagnosticSeverity.Error, WARNING: T.DiagnosticSeverity.Warning}
+COMPLETION_KINDS = {
+    "tensor": T.CompletionItemKind.Variable, "index": T.CompletionItemKind.TypeParameter,
+    "function": T.CompletionItemKind.Function, "keyword": T.CompletionItemKind.Keyword,
+    "type": T.CompletionItemKind.TypeParameter, "scope": T.CompletionItemKind.EnumMember,
+    "snippet": T.CompletionItemKind.Snippet, "strategy": T.CompletionItemKind.Method,
+    "property": T.CompletionItemKind.Property,
+}
+SYMBOL_KINDS = {"kernel": T.SymbolKind.Function, "loop": T.SymbolKind.Namespace, "statement": T.SymbolKind.Field,
+                "tensor": T.SymbolKind.Variable}
+CMD_VERIFY = "leirc.verifyKernel"
+CMD_VERIFY_REWRITE = "leirc.verifyRewrite"
+CMD_SUGGEST = "leirc.suggest"
+CMD_APPLY = "leirc.applyStep"
+
+
+@dataclass
+class Settings:
+    """Settings from ``initializationOptions`` or the ``leirc`` workspace configuration
+    section. RPC and LLM settings are stored for the features that will use them."""
+
+    target: str = "llvm"
+    threads: Optional[int] = None
+    verify_on_save: bool = False
+    debounce_ms: int = 30
+    evaluation_timeout_s: float = 300.0
+    rpc_tracker: Optional[str] = None
+    llm_base_url: Optional[str] = None
+    llm_model: Optional[str] = None
+    llm_api_key_env: Optional[str] = None
+
+    KEYS = {"target": "target", "threads": "threads", "verifyOnSave": "verify_on_save", "debounceMs": "debounce_ms",
+            "evaluationTimeout": "evaluation_timeout_s", "rpcTracker": "rpc_tracker", "llmBaseUrl": "llm_base_url",
+            "llmModel": "llm_model", "llmApiKeyEnv": "llm_api_key_env"}
+
+    def update(self, raw: Any) -> list[str]:
+        """Take the known keys of ``raw`` (a dict; nested ``leirc`` section accepted);
+        returns the problems (wrong types), which are logged, not fatal."""
+        problems = []
+        if not isinstance(raw, dict):
+            return problems
+        if isinstance(raw.get("leirc"), dict):
+            raw = raw["leirc"]
+        for key, attr in self.KEYS.items():
+            if key not in raw:
+                continue
+            value = raw[key]
+            want = type(getattr(Settings, attr)) if getattr(Settings, attr) is not None else None
+            if value is None:
+                setattr(self, attr, None)
+            elif attr == "threads" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                problems.append(f"threads must be a positive integer, not {value!r}")
+            elif want is bool and not isinstance(value, bool):
+                problems.append(f"{key} must be true or false, not {value!r}")
+            elif want in (int, float) and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                problems.append(f"{key} must be a number, not {value!r}")
+            elif want is str and not isinstance(value, str):
+                problems.append(f"{key} must be a string, not {value!r}")
+            else:
+                setattr(self, attr, want(value) if want in (int, float) else value)
+        return problems
+
+
+@dataclass
+class DocState:
+    uri: str
+    text: str
+    version: Optional[int]
+    analyzed: Optional[Document] = None  # the analysis of `text`, when done
+    analyzed_version: Optional[int] = None
+    pending: Optional[asyncio.Task] = None
+    edited_line: int = 1  # the first line the last change touched (for prefetching)
+    #: kernel name -> (its text when evaluated, outcome dict)
+    evaluations: dict = field(default_factory=dict)
+    running: set = field(default_factory=set)
+
+
+class LeircServer(LanguageServer):
+    def __init__(self):
+        super().__init__("leirc-lsp", __version__)
+        self.settings = Settings()
+        self.docs: dict[str, DocState] = {}
+        # one analysis thread: requests queue behind each other instead of fighting for the GIL
+        self.analysis_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-analysis")
+        # strategy sites and plans take longer; they get their own thread so that a long
+        # enumeration never delays the diagnostics of the next keystroke
+        self.action_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-actions")
+        self.prefetch_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-prefetch")
+        self.background: set[asyncio.Task] = set()
+
+    # -- documents ---------------------------------------------------------------
+    async def run_blocking(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.analysis_pool, fn, *args)
+
+    async def run_actions(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self.action_pool, fn, *args)
+
+    async def document(self, uri: str) -> Optional[Document]:
+        """The analysis of the document's current text (computed now if needed)."""
+        st = self.docs.get(uri)
+        if st is None:
+            return None
+        if st.analyzed is not None and st.analyzed.text == st.text:
+            return st.analyzed
+        text, version = st.text, st.version
+        doc = await self.run_blocking(_analyze, text, _file_of(uri))
+        if st.text == text:
+            st.analyzed, st.analyzed_version = doc, version
+        return doc
+
+    def schedule_diagnostics(self, uri: str, delay: Optional[float] = None) -> None:
+        st = self.docs.get(uri)
+        if st is None:
+            return
+        if st.pending is not None and not st.pending.done():
+            st.pending.cancel()
+        st.pending = self.spawn(self._diagnose(uri, self.settings.debounce_ms / 1000 if delay is None else delay))
+
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+    async def _diagnose(self, uri: str, delay: float) -> None:
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            st = self.docs.get(uri)
+            if st is None:
+                return
+            version = st.version
+            if is_trace(uri):
+                self.publish_trace(uri, st)
+                return
+            doc = await self.document(uri)
+            st = self.docs.get(uri)
+            if doc is None or st is None or st.version != version:
+                return  # stale: a newer edit has its own pass scheduled
+            self.publish(uri, doc)
+            # enumerate the sites at the edited line now: the editor asks for code actions
+            # next. Queued prefetches of texts that changed meanwhile are skipped.
+            def prefetch(doc=doc, line=st.edited_line, whole=False):
+                cur = self.docs.get(uri)
+                if cur is not None and cur.text == doc.text:
+                    assists.prefetch(doc, line, whole)
+
+            self.action_pool.submit(_quietly, prefetch)
+            # and, in a thread of its own so that a code-action request never queues
+            # behind it, the whole kernel's sites, which suggestions rank
+            self.prefetch_pool.submit(_quietly, lambda: prefetch(whole=True))
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug must not end the server: log it, keep serving
+            report_failure(self, "diagnostics")
+
+    def publish(self, uri: str, doc: Document) -> None:
+        st = self.docs[uri]
+        lines = Lines(doc.text)
+        out = [to_lsp_diagnostic(lines, d) for d in doc.diagnostics()]
+        out.extend(self._evaluation_diagnostics(st, doc, lines))
+        self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, version=st.version,
+                                                                          diagnostics=out))
+
+    def publish_trace(self, uri: str, st: DocState) -> None:
+        lines = Lines(st.text)
+        out = [T.Diagnostic(range=lines.range_of(ln, c, ln, c + 1), message=msg, severity=T.DiagnosticSeverity.Error,
+                            source="leirc", code="trace") for ln, c, msg in features.trace_problems(st.text)]
+        self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, version=st.version, diagnostics=out))
+
+    def _evaluation_diagnostics(self, st: DocState, doc: Document, lines: Lines) -> list[T.Diagnostic]:
+        out = []
+        for seg, k in doc.kernels():
+            hit = st.evaluations.get(k.name)
+            if hit is None or hit[0] != seg.text or k.span is None:
+                continue
+            d = hit[1]
+            sp = seg.to_doc(k.span)
+            out.append(T.Diagnostic(range=lines.range_of(sp.line, sp.col, sp.line, sp.col + len("\\kernel")),
+                                    message=f"{k.name}: {lens_title(d)}" + (f" (vs {d['against']})" if d.get("against") else ""),
+                                    severity=T.DiagnosticSeverity.Information if d.get("ok") else T.DiagnosticSeverity.Warning,
+                                    source="leirc verify", code="verify"))
+        return out
+
+    # -- evaluation --------------------------------------------------------------
+    async def evaluate(self, uri: str, kernel: str, reference: Optional[str], against: str) -> dict:
+        """Verify (and time) ``kernel`` of the document against ``reference`` in a process
+        of its own; the outcome is remembered for the kernel's current text, shown on its
+        lens and published as a diagnostic."""
+        st = self.docs.get(uri)
+        doc = await self.document(uri)
+        if st is None or doc is None:
+            return {"ok": False, "error_kind": "illegal", "error": "document not open"}
+        seg = doc.segment_of(kernel)
+        # after a strategy edit the client may send the changed text after running the
+        # command: give it a moment, so the new version is verified, not the old one
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        while reference is not None and seg is not None and seg.text == reference and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+            doc = await self.document(uri)
+            if doc is None:
+                return {"ok": False, "error_kind": "illegal", "error": "document closed"}
+            seg = doc.segment_of(kernel)
+        if seg is None:
+            return {"ok": False, "error_kind": "illegal", "error": f"no kernel '{kernel}'"}
+        st.running.add(kernel)
+        self._refresh_lenses()
+        try:
+            outcome = await run_evaluation({"text": seg.text, "kernel": kernel, "reference": reference,
+                                            "target": self.settings.target, "threads": self.settings.threads,
+                                            "time": True, "timeout": self.settings.evaluation_timeout_s},
+                                           self.settings.evaluation_timeout_s + 60)
+        finally:
+            st.running.discard(kernel)
+        outcome["against"] = against
+        st.evaluations[kernel] = (seg.text, outcome)
+        current = await self.document(uri)
+        if current is not None and uri in self.docs:
+            self.publish(uri, current)
+        self._refresh_lenses()
+        return outcome
+
+    def _refresh_lenses(self) -> None:
+        caps = self.client_capabilities.workspace
+        if caps is not None and caps.code_lens is not None and caps.code_lens.refresh_support:
+            self.spawn(self._send_refresh())
+
+    async def _send_refresh(self):
+        try:
+            await self.workspace_code_lens_refresh_async(None)
+        except Exception:  # the client may not answer; nothing depends on it
+            log.debug("codeLens/refresh not answered")
+
+
+def _quietly(fn):
+    try:
+        fn()
+    except Exception:  # a prefetch is an optimization; the request itself reports problems
+        log.debug("prefetch failed:\n%s", traceback.format_exc())
+
+
+def _first_difference(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # binary search on equal prefixes: O(log n) slice comparisons
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def is_trace(uri: str) -> bool:
+    """A trace file (JSON steps) rather than LEIR source."""
+    return uri.endswith(".json")
+
+
+def _file_of(uri: str) -> str:
+    return uri[len("file://"):] if uri.startswith("file://") else uri
+
+
+def _analyze(text: str, file: str) -> Document:
+    doc = Document(text, file)
+    doc.diagnostics()
+    return doc
+
+
+async def run_evaluation(request: dict, timeout: float) -> dict:
+    """Run :mod:`leirc_lsp.evaluate` in a new process group; kill the group on timeout."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "leirc_lsp.evaluate", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(json.dumps(request).encode()), timeout)
+    except asyncio.TimeoutError:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        await proc.wait()
+        return {"ok": False, "error_kind": "timeout", "error": f"no answer within {timeout:.0f} s"}
+    if proc.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] if err else []
+        why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+        return {"ok": False, "error_kind": "crash", "error": f"the evaluation process died ({why})"
+                                                            + (f": {tail[0]}" if tail else "")}
+    try:
+        return json.loads(out.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "error_kind": "crash", "error": "the evaluation process gave no answer"}
+
+
+def to_lsp_diagnostic(lines: Lines, d: Diagnostic) -> T.Diagnostic:
+    sp = d.span
+    rng = lines.range(sp)
+    if sp is not None and (sp.line, sp.col) == (sp.end_line, sp.end_col):
+        rng = lines.range_of(sp.line, sp.col, sp.line, sp.col + 1)
+    msg = d.message + "".join("\n" + n for n in d.notes)
+    return T.Diagnostic(range=rng, message=msg, severity=SEVERITY.get(d.severity, T.DiagnosticSeverity.Information),
+                        code=d.code, source="leirc")
+
+
+def to_lsp_edits(lines: Lines, edits: list[TextEdit]) -> list[T.TextEdit]:
+    return [T.TextEdit(range=lines.range_of(e.start_line, e.start_col, e.end_line, e.end_col), new_text=e.new_text)
+            for e in edits]
+
+
+server = LeircServer()
+
+
+def report_failure(ls: LeircServer, what: str) -> None:
+    """Log an unexpected exception to stderr and to the client's log (window/logMessage)."""
+    tb = traceback.format_exc()
+    log.error("%s failed:\n%s", what, tb)
+    try:
+        ls.window_log_message(T.LogMessageParams(type=T.MessageType.Error,
+                                                 message=f"leirc: {what} failed: {tb.strip().splitlines()[-1]}"))
+    except Exception:  # the connection itself may be the problem
+        log.debug("could not send the failure to the client")
+
+
+def guarded(default):
+    """Handlers answer ``default`` instead of an error when something unexpected fails
+    (and log it): an editor must always get an answer."""
+    def deco(fn):
+        import functools
+
+        @functools.wraps(fn)
+        async def wrapper(ls, params):
+            try:
+                return await fn(ls, params)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                report_failure(ls, fn.__name__)
+                return default() if callable(default) else default
+        return wrapper
+    return deco
+
+
+# ---------------------------------------------------------------------------
+# lifecycle and synchronization
+
+
+@server.feature(T.INITIALIZE)
+def on_initialize(ls: LeircServer, params: T.InitializeParams):
+    for p in ls.settings.update(params.initialization_options or {}):
+        log.warning("setting ignored: %s", p)
+        ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: setting ignored: {p}"))
+    # warm the strategy registry and SymPy in the background: the first code-action list
+    # should not pay for the imports (a daemon thread: it never delays the exit)
+    threading.Thread(target=_warm_up, name="leirc-warm-up", daemon=True).start()
+
+
+@server.feature(T.SHUTDOWN)
+def on_shutdown(ls: LeircServer, params):
+    # queued prefetches and plans are not waited for at exit
+    ls.action_pool.shutdown(wait=False, cancel_futures=True)
+    ls.analysis_pool.shutdown(wait=False, cancel_futures=True)
+    ls.prefetch_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _warm_up():
+    try:
+        assists.suggest(Document("\\kernel w(A: f32[4]) -> (B: f32[4]) { L^{4}_{i=0} [ B^{f32,g}_{i} = A^{f32,g}_{i}; ]; }"), "w", 1)
+    except Exception:  # warming is an optimization only
+        log.debug("warm-up failed:\n%s", traceback.format_exc())
+
+
+@server.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def on_configuration(ls: LeircServer, params: T.DidChangeConfigurationParams):
+    for p in ls.settings.update(params.settings or {}):
+        ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: setting ignored: {p}"))
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: LeircServer, params: T.DidOpenTextDocumentParams):
+    td = params.text_document
+    ls.docs[td.uri] = DocState(td.uri, td.text, td.version)
+    ls.schedule_diagnostics(td.uri, delay=0)
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: LeircServer, params: T.DidChangeTextDocumentParams):
+    uri = params.text_document.uri
+    doc = ls.workspace.get_text_document(uri)  # pygls applied the (incremental) changes
+    st = ls.docs.get(uri)
+    if st is None:
+        st = ls.docs[uri] = DocState(uri, doc.source, params.text_document.version)
+    i = _first_difference(st.text, doc.source)
+    st.edited_line = doc.source.count("\n", 0, i) + 1
+    st.text, st.version = doc.source, params.text_document.version
+    ls.schedule_diagnostics(uri)
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: LeircServer, params: T.DidSaveTextDocumentParams):
+    uri = params.text_document.uri
+    if not ls.settings.verify_on_save or uri not in ls.docs:
+        return
+    ls.spawn(_verify_changed(ls, uri))
+
+
+async def _verify_changed(ls: LeircServer, uri: str):
+    doc = await ls.document(uri)
+    st = ls.docs.get(uri)
+    if doc is None or st is None:
+        return
+    for seg, k in doc.kernels():
+        hit = st.evaluations.get(k.name)
+        if seg.result is not None and seg.result.ok and (hit is None or hit[0] != seg.text) and k.name not in st.running:
+            await ls.evaluate(uri, k.name, None, "the interpreter")
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: LeircServer, params: T.DidCloseTextDocumentParams):
+    st = ls.docs.pop(params.text_document.uri, None)
+    if st is not None and st.pending is not None:
+        st.pending.cancel()
+    ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+
+# ---------------------------------------------------------------------------
+# language features
+
+
+def _pos(doc: Document, p: T.Position) -> tuple[int, int]:
+    return Lines(doc.text).from_lsp(p)
+
+
+@server.feature(T.TEXT_DOCUMENT_HOVER)
+@guarded(None)
+async def hover(ls: LeircServer, params: T.HoverParams):
+    st = ls.docs.get(params.text_document.uri)
+    if st is not None and is_trace(st.uri):
+        text = features.trace_hover(st.text, *Lines(st.text).from_lsp(params.position))
+        return None if text is None else T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=text))
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    h = features.hover(doc, *_pos(doc, params.position))
+    if h is None:
+        return None
+    return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=h.markdown),
+                   range=Lines(doc.text).range(h.span))
+
+
+@server.feature(T.TEXT_DOCUMENT_DEFINITION)
+@guarded(None)
+async def definition(ls: LeircServer, params: T.DefinitionParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    sp = features.definition(doc, *_pos(doc, params.position))
+    return None if sp is None else T.Location(uri=params.text_document.uri, range=Lines(doc.text).range(sp))
+
+
+@server.feature(T.TEXT_DOCUMENT_REFERENCES)
+@guarded(list)
+async def references(ls: LeircServer, params: T.ReferenceParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return []
+    lines = Lines(doc.text)
+    return [T.Location(uri=params.text_document.uri, range=lines.range(sp))
+            for sp in features.references(doc, *_pos(doc, params.position), params.context.include_declaration)]
+
+
+@server.feature(T.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
+@guarded(list)
+async def highlight(ls: LeircServer, params: T.DocumentHighlightParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return []
+    lines = Lines(doc.text)
+    return [T.DocumentHighlight(range=lines.range(sp),
+                                kind=T.DocumentHighlightKind.Write if w else T.DocumentHighlightKind.Read)
+            for sp, w in features.highlights(doc, *_pos(doc, params.position))]
+
+
+@server.feature(T.TEXT_DOCUMENT_PREPARE_RENAME)
+@guarded(None)
+async def prepare_rename(ls: LeircServer, params: T.PrepareRenameParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    r = features.prepare_rename(doc, *_pos(doc, params.position))
+    if r is None:
+        return None
+    return T.PrepareRenamePlaceholder(range=Lines(doc.text).range(r[0]), placeholder=r[1])
+
+
+@server.feature(T.TEXT_DOCUMENT_RENAME)
+async def rename(ls: LeircServer, params: T.RenameParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    try:
+        edits = features.rename(doc, *_pos(doc, params.position), params.new_name)
+    except features.RenameError as e:
+        # LSP's RequestFailed: the client shows the message
+        raise JsonRpcException(str(e), code=-32803) from None
+    return T.WorkspaceEdit(changes={params.text_document.uri: to_lsp_edits(Lines(doc.text), edits)})
+
+
+def _symbol(lines: Lines, s: features.Symbol) -> T.DocumentSymbol:
+    return T.DocumentSymbol(name=s.name, detail=s.detail or None, kind=SYMBOL_KINDS.get(s.kind, T.SymbolKind.Object),
+                            range=lines.range(s.span), selection_range=lines.range(s.selection),
+                            children=[_symbol(lines, c) for c in s.children] or None)
+
+
+@server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+@guarded(list)
+async def document_symbols(ls: LeircServer, params: T.DocumentSymbolParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return []
+    lines = Lines(doc.text)
+    return [_symbol(lines, s) for s in features.document_symbols(doc)]
+
+
+@server.feature(T.TEXT_DOCUMENT_FOLDING_RANGE)
+@guarded(list)
+async def folding(ls: LeircServer, params: T.FoldingRangeParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return []
+    return [T.FoldingRange(start_line=a - 1, end_line=b - 1,
+                           kind=T.FoldingRangeKind.Comment if kind == "comment" else T.FoldingRangeKind.Region)
+            for a, b, kind in features.folding_ranges(doc)]
+
+
+LEGEND = T.SemanticTokensLegend(token_types=list(features.TOKEN_TYPES), token_modifiers=list(features.TOKEN_MODIFIERS))
+
+
+@server.feature(T.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
+@guarded(lambda: T.SemanticTokens(data=[]))
+async def semantic_tokens(ls: LeircServer, params: T.SemanticTokensParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return T.SemanticTokens(data=[])
+    lines = Lines(doc.text)
+    data: list[int] = []
+    prev_line, prev_char = 0, 0
+    types_ = {t: i for i, t in enumerate(features.TOKEN_TYPES)}
+    mods = {m: 1 << i for i, m in enumerate(features.TOKEN_MODIFIERS)}
+    for tok in features.semantic_tokens(doc):
+        start = lines.to_lsp(tok.line, tok.col)
+        end = lines.to_lsp(tok.line, tok.col + tok.length)
+        dl = start.line - prev_line
+        dc = start.character - prev_char if dl == 0 else start.character
+        data += [dl, dc, end.character - start.character, types_[tok.type], sum(mods[m] for m in tok.modifiers)]
+        prev_line, prev_char = start.line, start.character
+    return T.SemanticTokens(data=data)
+
+
+@server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["\\", "{", ",", "^", "_"]))
+@guarded(lambda: T.CompletionList(is_incomplete=False, items=[]))
+async def completion(ls: LeircServer, params: T.CompletionParams):
+    uri = params.text_document.uri
+    st = ls.docs.get(uri)
+    if st is None:
+        return T.CompletionList(is_incomplete=False, items=[])
+    if is_trace(uri):
+        found = features.trace_completions(st.text, *Lines(st.text).from_lsp(params.position))
+    else:
+        doc = await ls.document(uri)
+        found = features.completions(doc, *_pos(doc, params.position)) if doc is not None else []
+    items = []
+    for c in found:
+        items.append(T.CompletionItem(
+            label=c.label, kind=COMPLETION_KINDS.get(c.kind), detail=c.detail or None,
+            documentation=c.documentation or None, insert_text=c.insert_text,
+            insert_text_format=T.InsertTextFormat.Snippet if c.snippet else T.InsertTextFormat.PlainText))
+    return T.CompletionList(is_incomplete=False, items=items)
+
+
+@server.feature(T.TEXT_DOCUMENT_SIGNATURE_HELP, T.SignatureHelpOptions(trigger_characters=["(", ","]))
+@guarded(None)
+async def signature_help(ls: LeircServer, params: T.SignatureHelpParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    s = features.signature_help(doc, *_pos(doc, params.position))
+    if s is None:
+        return None
+    return T.SignatureHelp(signatures=[T.SignatureInformation(
+        label=s.label, documentation=s.documentation, parameters=[T.ParameterInformation(label=p) for p in s.parameters])],
+        active_signature=0, active_parameter=s.active)
+
+
+@server.feature(T.TEXT_DOCUMENT_INLAY_HINT)
+@guarded(list)
+async def inlay_hints(ls: LeircServer, params: T.InlayHintParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return []
+    lines = Lines(doc.text)
+    r = params.range
+    return [T.InlayHint(position=lines.to_lsp(h.line, h.col), label=h.label, kind=T.InlayHintKind.Type,
+                        tooltip=h.tooltip or None, padding_left=False)
+            for h in features.inlay_hints(doc, r.start.line + 1, r.end.line + 1)]
+
+
+@server.feature(T.TEXT_DOCUMENT_FORMATTING)
+@guarded(None)
+async def formatting(ls: LeircServer, params: T.DocumentFormattingParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    out = await ls.run_blocking(features.format_document, doc)
+    if out is None or out == doc.text:
+        return [] if out is not None else None
+    return [T.TextEdit(range=Lines(doc.text).whole(), new_text=out)]
+
+
+@server.feature(T.TEXT_DOCUMENT_RANGE_FORMATTING)
+@guarded(None)
+async def range_formatting(ls: LeircServer, params: T.DocumentRangeFormattingParams):
+    doc = await ls.document(params.text_document.uri)
+    if doc is None:
+        return None
+    edits = features.format_range(doc, params.range.start.line + 1, params.range.end.line + 1)
+    return to_lsp_edits(Lines(doc.text), edits)
+
+
+# ---------------------------------------------------------------------------
+# strategy code actions, suggestions, lenses
+
+
+@server.feature(T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(
+    code_action_kinds=[T.CodeActionKind.RefactorRewrite], resolve_provider=True))
+@guarded(list)
+async def code_actions(ls: LeircServer, params: T.CodeActionParams):
+    only = params.context.only
+    if only and not any(T.CodeActionKind.RefactorRewrite.value.startswith(o) for o in only):
+        return []
+    uri = params.text_document.uri
+    doc = await ls.document(uri)
+    if doc is None:
+        return []
+    line, col = _pos(doc, params.range.start)
+    found = await ls.run_actions(assists.assists_at, doc, line, col)
+    out = []
+    for a in found:
+        out.append(T.CodeAction(title=a.title, kind=T.CodeActionKind.RefactorRewrite,
+                                data={"uri": uri, "kernel": a.kernel, "step": a.step.to_json(), "version": ls.docs[uri].version}))
+    seg = doc.segment_at_offset(doc.offset_of(line, col))
+    inside = seg.kernel is not None and (not seg.kernel.declared or contains(seg.to_doc(seg.kernel.span), line, col))
+    if inside and seg.result is not None and seg.result.ok:
+        for s in await ls.run_actions(lambda: assists.suggest(doc, seg.kernel.name, 3, if_ready=True)):
+            out.append(T.CodeAction(title=f"Suggested: {s.title} — {s.rationale}", kind=T.CodeActionKind.RefactorRewrite,
+                                    data={"uri": uri, "kernel": s.kernel, "step": s.step.to_json(), "version": ls.docs[uri].version}))
+    return out
+
+
+@server.feature(T.CODE_ACTION_RESOLVE)
+@guarded(lambda: None)
+async def resolve_code_action(ls: LeircServer, action: T.CodeAction):
+    data = action.data if isinstance(action.data, dict) else {}
+    uri, kernel = data.get("uri"), data.get("kernel")
+    if not uri or not kernel or "step" not in data:
+        return action
+    step = Step.from_json(data["step"])
+    current = await ls.document(uri)
+    if current is None:
+        return action
+    # the edit is computed for the current text: when the document changed since the
+    # action was listed, the step is re-planned and re-checked there
+    try:
+        edits = await ls.run_actions(assists.resolve, current, kernel, step)
+    except NotApplicable as e:
+        action.disabled = T.CodeActionDisabledType(reason=str(e) or "no longer applies")
+        return action
+    action.edit = T.WorkspaceEdit(changes={uri: to_lsp_edits(Lines(current.text), edits)})
+    seg = current.segment_of(kernel)
+    action.command = T.Command(title="Verify the rewrite", command=CMD_VERIFY_REWRITE,
+                               arguments=[uri, kernel, seg.text if seg is not None else None])
+    return action
+
+
+@server.feature(T.TEXT_DOCUMENT_CODE_LENS)
+@guarded(list)
+async def code_lens(ls: LeircServer, params: T.CodeLensParams):
+    uri = params.text_document.uri
+    doc = await ls.document(uri)
+    st = ls.docs.get(uri)
+    if doc is None or st is None:
+        return []
+    lines = Lines(doc.text)
+    out = []
+    for seg, k in doc.kernels():
+        if k.span is None:
+            continue
+        sp = seg.to_doc(k.span)
+        rng = lines.range_of(sp.line, sp.col, sp.line, sp.col)
+        hit = st.evaluations.get(k.name)
+        if k.name in st.running:
+            title = "⏳ verifying…"
+        elif hit is not None and hit[0] == seg.text:
+            title = lens_title(hit[1])
+        elif seg.result is not None and seg.result.ok:
+            title = f"▶ Verify and time ({ls.settings.target})"
+        else:
+            continue
+        out.append(T.CodeLens(range=rng, command=T.Command(title=title, command=CMD_VERIFY, arguments=[uri, k.name])))
+        if seg.result is not None and seg.result.ok:
+            out.append(T.CodeLens(range=rng, command=T.Command(title="💡 Suggest optimization", command=CMD_SUGGEST,
+                                                               arguments=[uri, k.name])))
+    return out
+
+
+@server.command(CMD_VERIFY)
+async def cmd_verify(ls: LeircServer, uri: str, kernel: str):
+    """Verify the kernel against the interpreter and time it (in the background);
+    answers at once, the result arrives on the lens and as a diagnostic."""
+    ls.spawn(ls.evaluate(uri, kernel, None, "the interpreter"))
+    return {"started": True}
+
+
+@server.command(CMD_VERIFY_REWRITE)
+async def cmd_verify_rewrite(ls: LeircServer, uri: str, kernel: str, reference: Optional[str] = None):
+    """After a strategy edit: verify the new kernel against its previous version."""
+    ls.spawn(ls.evaluate(uri, kernel, reference, "the previous version"))
+    return {"started": True}
+
+
+@server.command(CMD_SUGGEST)
+async def cmd_suggest(ls: LeircServer, uri: str, kernel: str):
+    """Ranked suggestions for a kernel, with work-done progress and cancellation."""
+    doc = await ls.document(uri)
+    if doc is None:
+        return {"suggestions": []}
+    token = None
+    progress = ls.client_capabilities.window is not None and ls.client_capabilities.window.work_done_progress
+    if progress:
+        token = f"leirc-suggest-{id(doc)}"
+        await ls.work_done_progress.create_async(token)
+        ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=f"Suggesting optimizations for {kernel}",
+                                                                   cancellable=True, percentage=0))
+
+    def cancelled():
+        return bool(token and token in ls.work_done_progress.tokens and ls.work_done_progress.tokens[token].cancelled())
+
+    try:
+        found = await ls.run_actions(lambda: assists.suggest(doc, kernel, 5, cancelled=cancelled))
+    except NotApplicable as e:
+        found, err = [], str(e)
+    else:
+        err = None
+    if token:
+        ls.work_done_progress.end(token, T.WorkDoneProgressEnd(message="cancelled" if cancelled() else f"{len(found)} suggestions"))
+    return {"suggestions": [{"title": s.title, "rationale": s.rationale, "score": s.score, "step": s.step.to_json(),
+                             "kernel": s.kernel, "source": "heuristic"} for s in found],
+            "cancelled": cancelled(), **({"error": err} if err else {})}
+
+
+@server.command(CMD_APPLY)
+async def cmd_apply(ls: LeircServer, uri: str, kernel: str, step: dict):
+    """Apply a step through ``workspace/applyEdit`` (when the client supports it)."""
+    doc = await ls.document(uri)
+    if doc is None:
+        return {"applied": False, "error": "document not open"}
+    try:
+        edits = await ls.run_actions(assists.resolve, doc, kernel, Step.from_json(step))
+    except (NotApplicable, ValueError) as e:
+        return {"applied": False, "error": str(e)}
+    caps = ls.client_capabilities.workspace
+    if caps is None or not caps.apply_edit:
+        return {"applied": False, "error": "the client cannot apply edits"}
+    seg = doc.segment_of(kernel)
+    res = await ls.workspace_apply_edit_async(T.ApplyWorkspaceEditParams(
+        edit=T.WorkspaceEdit(changes={uri: to_lsp_edits(Lines(doc.text), edits)}), label=f"leirc: {step.get('strategy')}"))
+    if res.applied:
+        ls.spawn(ls.evaluate(uri, kernel, seg.text if seg is not None else None, "the previous version"))
+    return {"applied": bool(res.applied)}
+
+
+# ---------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="leirc lsp", description="The LEIR language server (stdio by default).")
+    ap.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default; editors pass it)")
+    ap.add_argument("--tcp", type=int, metavar="PORT", help="listen on 127.0.0.1:PORT instead")
+    ap.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1)")
+    ap.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="leirc-lsp %(levelname)s: %(message)s")
+    if args.tcp is not None:
+        server.start_tcp(args.host, args.tcp)
+    else:
+        server.start_io()
+    return 0
