@@ -6,7 +6,8 @@ directory and renames it over the target (``os.replace`` is atomic on POSIX with
 file system). Special files (``/dev/null``, FIFOs, character devices) are written in place:
 renaming over them would replace the device node with a regular file. A symlink is
 resolved first, so its target is updated and the link survives. An existing file keeps its
-permission bits.
+permission bits, and its owner and group where this process may set them (root editing
+another user's file).
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def write_atomic(path: str, data: bytes | str, *, mode: int | None = None) -> No
             f.flush()
             os.fsync(f.fileno())
         if st is not None:
+            if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                # only root (or a member giving to its own group) may; otherwise the file
+                # becomes the writer's, as with any editor that saves by renaming
+                with contextlib.suppress(PermissionError):
+                    os.chown(tmp, st.st_uid, st.st_gid)
             os.chmod(tmp, stat.S_IMODE(st.st_mode))
         else:
             umask = os.umask(0)

@@ -29,18 +29,18 @@ def src(tmp_path):
 def test_build_llvm_writes_tir_and_library(src, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["build", str(src), "-o", str(out)]) == 0
-    tir = (out / "scale.tir.py").read_text()
+    tir = (out / "k.scale.tir.py").read_text()
     assert "def scale(" in tir and "T.Buffer((4, 8)" in tir
-    assert (out / "scale.so").stat().st_size > 0
-    assert not (out / "scale.cu").exists()
+    assert (out / "k.scale.so").stat().st_size > 0
+    assert not (out / "k.scale.cu").exists()
 
 
 def test_build_cuda_writes_source_and_checks_it(src, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["build", str(src), "-t", "cuda", "-o", str(out), "--emit", "tir,cuda", "--arch", "sm_90"]) == 0
-    cu = (out / "scale.cu").read_text()
+    cu = (out / "k.scale.cu").read_text()
     assert "__global__" in cu and "threadIdx.x" in cu
-    assert not (out / "scale.so").exists()
+    assert not (out / "k.scale.so").exists()
     err = capsys.readouterr().err
     if shutil.which("nvcc") is None:
         assert "nvcc not found" in err
@@ -97,9 +97,9 @@ def test_build_selects_kernel(tmp_path):
     p = tmp_path / "two.leir"
     p.write_text(TWO)
     assert main(["build", str(p), "-o", str(tmp_path), "--emit", "tir", "--kernel", "shift"]) == 0
-    assert (tmp_path / "shift.tir.py").exists() and not (tmp_path / "scale.tir.py").exists()
+    assert (tmp_path / "two.shift.tir.py").exists() and not (tmp_path / "two.scale.tir.py").exists()
     assert main(["build", str(p), "-o", str(tmp_path / "all"), "--emit", "tir"]) == 0
-    assert (tmp_path / "all" / "scale.tir.py").exists() and (tmp_path / "all" / "shift.tir.py").exists()
+    assert (tmp_path / "all" / "two.scale.tir.py").exists() and (tmp_path / "all" / "two.shift.tir.py").exists()
 
 
 def test_run_with_inputs_and_out(src, tmp_path, capsys):

@@ -49,7 +49,9 @@ def test_check_json_lists_all_fields(tmp_path):
     bad.write_text(BAD)
     rc, out, _ = run_cli("check", "--json", str(bad))
     assert rc == 1
-    diags = json.loads(out)
+    doc = json.loads(out)  # the versioned envelope of every --json command (schemas/check.json)
+    assert doc["version"] == 1 and doc["command"] == "check" and doc["ok"] is False
+    diags = doc["diagnostics"]
     assert diags and {"file", "line", "col", "end_line", "end_col", "severity", "code", "message"} <= set(diags[0])
     assert diags[0]["line"] == 3 and diags[0]["code"] == "E012"
 

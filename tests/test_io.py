@@ -67,3 +67,14 @@ def test_npz_round_trip(tmp_path):
     save_npz(str(p), {"a": np.arange(3, dtype=np.int32), "b": np.ones((2, 2), np.float32)})
     back = load_npz(str(p))
     assert back["a"].dtype == np.int32 and back["a"].tolist() == [0, 1, 2] and back["b"].shape == (2, 2)
+
+
+def test_owner_and_group_are_kept_when_this_process_may_set_them(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another owner needs root")
+    p = tmp_path / "theirs.leir"
+    p.write_text("old")
+    os.chown(p, 12345, 23456)
+    write_atomic(str(p), "new")
+    st = p.stat()
+    assert (st.st_uid, st.st_gid) == (12345, 23456) and p.read_text() == "new"

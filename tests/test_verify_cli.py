@@ -44,8 +44,11 @@ def test_not_equal_exit_1_and_json(files, capsys):
     rep = json.loads(capsys.readouterr().out)
     assert rep["equal"] is False and rep["bitwise"] is False
     assert rep["seeds"] == [0, 5] and rep["dists"] == ["normal", "large"]
-    assert list(rep)[:8] == ["equal", "bitwise", "max_abs_err", "max_rel_err", "norm_rel_err", "seeds", "dists",
-                             "failures"]
+    # the envelope every --json document starts with (schemas/envelope.json), then the report
+    assert list(rep)[:5] == ["version", "command", "ok", "error", "diagnostics"]
+    assert list(rep)[5:13] == ["equal", "bitwise", "max_abs_err", "max_rel_err", "norm_rel_err", "seeds", "dists",
+                               "failures"]
+    assert rep["ok"] is False and rep["error"] is None  # a verdict, not a failure to run
     assert any("mismatch" in f for f in rep["failures"])
 
 

@@ -4,16 +4,14 @@ Protocol (:meth:`leirc.lower.session.KernelSession.time`, as
 :func:`leirc.lower.runner.time_kernel`): ``--sets`` random input sets (seeds
 ``--seed``, ``--seed``+1, ...) with fresh output buffers each, ``--warmup`` calls, then the
 median of ``--repeat`` measurements, each lasting at least ``--min-repeat-ms``. The thread
-count is explicit: ``--threads``, else ``TVM_NUM_THREADS``, else the number of CPUs.
+count is explicit: ``--threads`` (default :data:`leirc.cli.common.DEFAULT_THREADS`, the
+same for every command), recorded with the result.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-
-from .common import usage_error
+from .common import (DEFAULT_THREADS, CliError, Progress, json_document, non_negative_int, positive_float,
+                     positive_int, print_json, require_runnable)
 
 
 def register(sub) -> None:
@@ -21,16 +19,21 @@ def register(sub) -> None:
                        description="Time a LEIR kernel in a worker process. Exit 0 on success, 1 if the program has "
                                    "errors or the kernel fails, 2 on usage/IO errors.")
     p.add_argument("file", metavar="KERNEL.leir", help="LEIR file ('-' for standard input)")
-    p.add_argument("-t", "--target", choices=("llvm",), default="llvm", help="target (llvm)")
-    p.add_argument("--threads", type=int, default=None, help="TVM threads (default: TVM_NUM_THREADS, else CPU count)")
-    p.add_argument("--repeat", type=int, default=10, help="measurements (default 10)")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up calls (default 3)")
-    p.add_argument("--min-repeat-ms", type=float, default=50.0, help="minimum duration of one measurement (default 50)")
-    p.add_argument("--sets", type=int, default=3, help="rotating random input sets (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the first input set (default 0)")
+    p.add_argument("-t", "--target", choices=("llvm", "cuda"), default="llvm",
+                   help="llvm (this CPU, default) or cuda (needs a GPU)")
+    p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+                   help=f"TVM threads (default {DEFAULT_THREADS}, as every command)")
+    p.add_argument("--repeat", type=positive_int, default=10, help="measurements (default 10)")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="warm-up calls (default 3)")
+    p.add_argument("--min-repeat-ms", type=positive_float, default=50.0,
+                   help="minimum duration of one measurement (default 50)")
+    p.add_argument("--sets", type=positive_int, default=3, help="rotating random input sets (default 3)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first input set (default 0)")
     p.add_argument("--kernel", metavar="NAME", help="the kernel to time (required if the file has several)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is killed (default 600)")
+    p.add_argument("--timeout", type=positive_float, default=600.0,
+                   help="seconds before the worker is killed (default 600)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 
@@ -38,30 +41,25 @@ def run(args) -> int:
     from ..lower.session import KernelSession
     from .cmd_run import load_kernel, random_inputs
 
-    if args.repeat < 1 or args.sets < 1 or args.warmup < 0:
-        return usage_error("--repeat and --sets must be >= 1, --warmup >= 0")
-    res, src, name, code = load_kernel(args.file, args.kernel)
-    if res is None:
-        return code
+    require_runnable(args.target)
+    res, src, name, _ = load_kernel(args.file, args.kernel)
     kernel = res.kernel
-    threads = args.threads
-    if threads is None:
-        env = os.environ.get("TVM_NUM_THREADS")
-        threads = int(env) if env and env.isdigit() else (os.cpu_count() or 1)
+    progress = Progress(args.quiet)
+    progress.stage(f"building {kernel.name} for {args.target} and timing it ({args.repeat} measurements)")
     # the worker imports TVM and builds while the input sets are drawn here
-    with KernelSession(src, kernel=kernel.name, target=args.target, threads=threads, timeout=args.timeout,
+    with KernelSession(src, kernel=kernel.name, target=args.target, threads=args.threads, timeout=args.timeout,
                        file=name) as session:
         sets = [random_inputs(kernel, args.seed + k) for k in range(args.sets)]
         tr = session.time(sets, warmup=args.warmup, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
-    if args.json:
-        d = {"kernel": kernel.name, "ok": tr.ok, "median_ms": tr.median_ms, "min_ms": tr.min_ms, "max_ms": tr.max_ms,
-             "std_ms": tr.std_ms, "runs_ms": tr.runs, "calls_per_run": tr.number, "threads": tr.threads,
-             "target": tr.target, "input_sets": args.sets, "error": tr.error, "error_kind": tr.error_kind}
-        print(json.dumps(d, indent=2))
-        return 0 if tr.ok else 1
     if not tr.ok:
-        print(f"leirc: error: kernel '{kernel.name}' failed ({tr.error_kind}): {tr.error}", file=sys.stderr)
-        return 1
+        raise CliError(f"kernel '{kernel.name}' failed on {args.target} ({tr.error_kind}): {tr.error}", 1,
+                       kind=tr.error_kind or "runtime")
+    if args.json:
+        print_json(json_document(
+            "bench", True, kernel=kernel.name, target=tr.target, threads=tr.threads, median_ms=tr.median_ms,
+            min_ms=tr.min_ms, max_ms=tr.max_ms, std_ms=tr.std_ms, runs_ms=list(tr.runs), calls_per_run=tr.number,
+            input_sets=args.sets, warmup=args.warmup, min_repeat_ms=args.min_repeat_ms, seed=args.seed))
+        return 0
     print(f"{kernel.name}: median {tr.median_ms:.4f} ms  (min {tr.min_ms:.4f}, max {tr.max_ms:.4f}, std {tr.std_ms:.4f}; "
           f"{len(tr.runs)} runs x {tr.number} calls, {args.sets} input sets)  threads {tr.threads}  target {tr.target}")
     return 0

@@ -2,12 +2,19 @@
 
 A client of :mod:`leirc.driver` (the same passes for both kinds of input): flags become
 :class:`leirc.driver.BuildOptions`, the driver runs, and this module writes the results.
-Per kernel into ``OUTDIR``: ``<kernel>.tir.py`` (TVMScript of the lowered PrimFunc),
-``<kernel>.cu`` (``-t cuda``), ``<kernel>.so`` (``export_library``); with ``-O1`` also the
-optimized program ``<kernel>.O1.leir`` and its replayable ``<kernel>.trace.json``.
+Per kernel into ``OUTDIR``, named ``<name>`` = the kernel's name when the file is named
+after it (``softmax.leir`` defining ``softmax``, or standard input), else
+``<file stem>.<kernel>`` (so two files that both define a kernel ``softmax`` do not overwrite
+each other's outputs): ``<name>.tir.py`` (TVMScript of the lowered PrimFunc),
+``<name>.cu`` (``-t cuda``), ``<name>.so`` (``export_library``); with ``-O1`` also the
+optimized program ``<name>.O1.leir`` and its replayable ``<name>.trace.json``.
 For ``MODEL.py``: ``<stem>.leir`` (the imported kernel), ``<stem>.npz`` (weights),
 ``<stem>.so``, ``<stem>_leirc.py`` (a KernelBench-style ``ModelNew`` running the built,
-possibly optimized, kernel) and ``<stem>.report.json``.
+possibly optimized, kernel, found relative to itself), ``<stem>.report.json``, and with
+``--emit tir`` ``<stem>.tir.py``.
+
+Stage lines are printed as each pass starts (on a terminal; ``--quiet`` silences them), and
+the passes' notes as they come.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ import json
 import os
 import sys
 
-from .common import print_diagnostics, usage_error
+from .common import (DEFAULT_THREADS, CliError, Progress, ensure_dir, positive_int, print_diagnostics, read_or_fail,
+                     write_npz, write_output)
 
 EMIT_KINDS = ("tir", "cuda", "lib")
 
@@ -32,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("-o", "--out-dir", default=".", metavar="OUTDIR", help="output directory (default: .)")
     p.add_argument("--emit", default=None, metavar="KINDS",
                    help="comma-separated outputs among tir, cuda, lib (default: tir,lib for llvm; tir,cuda,lib for cuda)")
-    p.add_argument("--arch", default="sm_90", help="CUDA architecture (default: sm_90)")
+    p.add_argument("--arch", default=None, help="CUDA architecture, with -t cuda (default: sm_90)")
     p.add_argument("-O", dest="opt", default="0", metavar="LEVEL",
                    help="optimization level: 0 = direct lowering of what you wrote (default), 1 = heuristic "
                         "strategy pipeline (see docs/ARCHITECTURE.md), verified against the original")
@@ -47,120 +55,220 @@ def register(sub) -> None:
     p.add_argument("--time", action="store_true",
                    help="time the built kernel (for MODEL.py side by side with PyTorch eager)")
     p.add_argument("--torch-compile", action="store_true", help="with --time on MODEL.py: also time torch.compile")
-    p.add_argument("--threads", type=int, default=2, metavar="N", help="threads for runs and timing (default: 2)")
+    p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+                   help=f"threads for runs and timing (default: {DEFAULT_THREADS})")
+    p.add_argument("-q", "--quiet", action="store_true", help="no stage lines (the passes' notes are still printed)")
     p.set_defaults(func=run)
 
 
+#: what each pass is doing, for the stage line printed as it starts
+STAGES = {"load": "loading", "check": "checking", "optimize": "optimizing", "lower": "lowering to TVM TIR",
+          "build": "compiling", "nvcc": "compiling the CUDA source with nvcc", "verify": "verifying",
+          "time": "timing"}
+
+
 def run(args) -> int:
-    from ..driver import (OPTIMIZERS, PASS_ALIASES, PASS_NAMES, BuildOptions, ModelImportError, PipelineError, UsageError, new_build,
-                          run_pipeline)
+    from ..driver import (OPTIMIZERS, PASS_ALIASES, PASS_NAMES, BuildOptions, ModelImportError, PipelineError,
+                          UsageError, new_build)
 
     opt = str(args.opt)
     if opt not in OPTIMIZERS:
         if not opt.isdigit():
-            return usage_error(f"-O{opt}: optimization level must be a number")
-        return usage_error(f"-O{opt} is not available: choose " + " or ".join(f"-O{k}" for k in OPTIMIZERS))
-    if args.threads < 1:
-        return usage_error(f"--threads {args.threads}: must be at least 1")
+            raise CliError(f"-O{opt}: optimization level must be a number")
+        raise CliError(f"-O{opt} is not available: choose " + " or ".join(f"-O{k}" for k in OPTIMIZERS))
     is_py = args.file.endswith(".py")
     if is_py and args.target != "llvm":
-        return usage_error("a PyTorch model (.py) is built for -t llvm only (its verification runs the kernel here)")
+        raise CliError("a PyTorch model (.py) is built for -t llvm only (its verification runs the kernel here)")
+    if args.arch is not None and args.target != "cuda":
+        raise CliError(f"--arch {args.arch} applies to -t cuda only")
+    if is_py and args.kernel is not None:
+        raise CliError("--kernel does not apply to a MODEL.py: importing a model makes one kernel")
     emit = args.emit.split(",") if args.emit else (["tir", "lib"] if args.target == "llvm" else ["tir", "cuda", "lib"])
     emit = [e.strip() for e in emit if e.strip()]
     bad = [e for e in emit if e not in EMIT_KINDS]
     if bad:
-        return usage_error(f"--emit: unknown output kind(s) {', '.join(bad)} (choose from {', '.join(EMIT_KINDS)})")
+        raise CliError(f"--emit: unknown output kind(s) {', '.join(bad)} (choose from {', '.join(EMIT_KINDS)})")
     if "cuda" in emit and args.target != "cuda":
-        return usage_error("--emit cuda needs -t cuda")
+        raise CliError("--emit cuda needs -t cuda")
+    if is_py and "lib" not in emit:
+        raise CliError("a MODEL.py build always writes the library (its ModelNew wrapper loads it): keep 'lib' in --emit")
     print_after = []
     if args.print_after:
         print_after = [p.strip() for p in args.print_after.split(",") if p.strip()]
         unknown = [p for p in print_after if p not in PASS_NAMES and p not in PASS_ALIASES]
         if unknown:
-            return usage_error(f"--print-after: unknown pass {', '.join(unknown)} (passes: {', '.join(PASS_NAMES)})")
+            raise CliError(f"--print-after: unknown pass {', '.join(unknown)} (passes: {', '.join(PASS_NAMES)})")
+    # the output directory is checked before any work: a typo must not cost a 40 s build
+    ensure_dir(args.out_dir)
 
-    options = BuildOptions(target=args.target, cuda_arch=args.arch, kernel=args.kernel, opt=opt, verify=args.verify,
-                           time=args.time, torch_compile=args.torch_compile, threads=args.threads)
-
-    def log(msg):
-        print(f"leirc: {msg}", file=sys.stderr, flush=True)
+    options = BuildOptions(target=args.target, cuda_arch=args.arch or "sm_90", kernel=args.kernel, opt=opt,
+                           verify=args.verify, time=args.time, torch_compile=args.torch_compile, threads=args.threads)
+    progress = Progress(args.quiet)
 
     if args.file == "-":
-        b = new_build(sys.stdin.buffer.read(), file="<stdin>", options=options, log=log)
+        data = sys.stdin.buffer.read()
+        _refuse_empty(data, "<stdin>")
+        b = new_build(data, file="<stdin>", options=options, log=progress.note)
     else:
         if not os.path.isfile(args.file):
-            return usage_error(f"{args.file}: " + ("is a directory" if os.path.isdir(args.file) else "no such file"))
+            raise CliError(f"{args.file}: " + ("is a directory" if os.path.isdir(args.file) else "no such file"),
+                           kind="io")
+        if not is_py:
+            _refuse_empty(read_or_fail(args.file), args.file)
         try:
-            b = new_build(args.file, options=options, log=log)
+            b = new_build(args.file, options=options, log=progress.note)
         except OSError as e:
-            return usage_error(f"{args.file}: {e.strerror or e}")
+            raise CliError(f"{args.file}: {e.strerror or e}", kind="io") from None
     try:
-        b = run_pipeline(b, print_after=print_after)
+        b = _run_passes(b, print_after, progress)
     except UsageError as e:
-        return usage_error(str(e))
+        raise CliError(str(e)) from None
     except ModelImportError as e:
-        print(f"leirc: error: {e}", file=sys.stderr)
-        return 1
+        raise CliError(str(e), 1, kind="import") from None
     except PipelineError as e:
         print_diagnostics(b.diagnostics + e.diagnostics, b.text)
         if is_py and b.model is not None:
             _write_py_outputs(b, args.out_dir, [], failed=True)
         return 1
     print_diagnostics(b.diagnostics, b.text)
+    if args.target == "cuda":
+        _warn_single_thread(b)
 
-    try:
-        os.makedirs(args.out_dir, exist_ok=True)
-    except OSError as e:
-        return usage_error(f"{args.out_dir}: {e.strerror or e}")
     written: list[str] = []
-    try:
-        rc = _write_kernel_outputs(b, args, emit, written)
-        if rc:
-            return rc
-        if is_py:
-            _write_py_outputs(b, args.out_dir, written)
-    except OSError as e:
-        return usage_error(f"cannot write output: {e.strerror or e}")
+    _write_kernel_outputs(b, args, emit, written)
+    if is_py:
+        _write_py_outputs(b, args.out_dir, written)
     for w in written:
         print(f"wrote {w}", file=sys.stderr)
     return 0
 
 
-def _write_kernel_outputs(b, args, emit, written: list) -> int:
-    from ..io import write_atomic
+def _refuse_empty(data: bytes, name: str) -> None:
+    """A file with no kernel (empty, or only comments) would "build" nothing and say so with
+    exit 0; parsing is cheap next to the passes, so it is refused up front."""
+    from ..lang.parser import parse
+
+    pr = parse(data, name)
+    if pr.module is not None and all(not k.declared and not k.body for k in pr.module.kernels):
+        raise CliError(f"{name}: no kernel in the file (an empty file, or only comments)", 1)
+
+
+def _run_passes(b, print_after: list, progress: Progress):
+    """The driver's passes in order, with a stage line as each starts (the driver's
+    ``run_pipeline`` runs them silently) and ``--print-after`` after each."""
+    from ..driver import PASS_ALIASES, PASSES, render_after
+
+    wanted = {PASS_ALIASES.get(p, p) for p in print_after}
+    with progress.bar(total=len(PASSES), desc="build") as bar:
+        for name, fn in PASSES:
+            if _stage_runs(name, b):
+                progress.stage(STAGES.get(name, name))
+            b = fn(b)
+            bar.update(1, desc=name)
+            if name in wanted:
+                for asked in print_after:
+                    if PASS_ALIASES.get(asked, asked) == name:
+                        print(f"// ===== after {asked} =====")
+                        print(render_after(name, b))
+    return b
+
+
+def _stage_runs(name: str, b) -> bool:
+    """Whether pass ``name`` has work to do (no stage line for a pass that only returns)."""
+    o = b.options
+    if name == "optimize":
+        return o.opt != "0"
+    if name == "nvcc":
+        return o.target == "cuda"
+    if name == "verify":
+        return o.verify is True or (o.verify is None and (b.kind == "py" or o.opt != "0"))
+    if name == "time":
+        return o.time
+    return True
+
+
+def _warn_single_thread(b) -> None:
+    """A CUDA kernel with no B loop is launched as one block of one thread: correct, and
+    slower than the CPU. The lowering warns (W051) when B loops are serialized; a kernel
+    that never had one gets the same warning here."""
+    from ..lang import ast as A
+
+    if any(d.code == "W051" for d in b.diagnostics):
+        return
+    for j in b.jobs:
+        k = j.current.kernel
+        if not any(isinstance(n, A.Loop) and n.kind == "B" for n in A.walk(k)):
+            line = f"{b.file}:{k.span.line}:{k.span.col}" if k.span else b.file
+            print(f"{line}: warning[W051]: on CUDA kernel '{j.name}' runs on a single thread: it has no B loop "
+                  "(bind a loop to a GPU axis with loop_binding, or build with -O1)", file=sys.stderr)
+
+
+def output_name(file: str, kernel: str) -> str:
+    """The stem of a kernel's outputs (see the module docstring)."""
+    if file in ("-", "<stdin>"):
+        return kernel
+    stem = os.path.splitext(os.path.basename(file))[0]
+    return kernel if stem == kernel else f"{stem}.{kernel}"
+
+
+def _write_kernel_outputs(b, args, emit, written: list) -> None:
+    from ..lang.canonical import fingerprint
 
     stem = os.path.splitext(os.path.basename(args.file))[0] if b.kind == "py" else None
     for j in b.jobs:
-        base = os.path.join(args.out_dir, stem or j.name)
-        if "tir" in emit and b.kind != "py":
-            write_atomic(base + ".tir.py", _nl(j.built.tir_text))
+        base = os.path.join(args.out_dir, stem or output_name(args.file, j.name))
+        if "tir" in emit:
+            write_output(base + ".tir.py", _nl(j.built.tir_text))
             written.append(base + ".tir.py")
         if "cuda" in emit and j.built.cuda_source is not None:
-            write_atomic(base + ".cu", _nl(j.built.cuda_source))
+            write_output(base + ".cu", _nl(j.built.cuda_source))
             written.append(base + ".cu")
         if "lib" in emit:
-            tmp = base + ".tmp.so"
-            try:
-                j.built.export_library(tmp)
-            except OSError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the host C compiler failed
-                msg = str(e).strip().splitlines()[-1] if str(e).strip() else e
-                return usage_error(f"cannot export {base}.so: {msg}")
-            os.replace(tmp, base + ".so")
+            _export_library(j.built, base + ".so")
             written.append(base + ".so")
         if j.optimized:
             from ..strategies import trace_to_json
 
             level = b.options.optimizer().name
             path = base + ".trace.json"
-            write_atomic(path, _nl(trace_to_json(j.steps, kernel=j.name, pipeline=level, target=args.target)))
+            write_output(path, _nl(trace_to_json(j.steps, kernel=j.name, pipeline=level, target=args.target,
+                                                 fingerprint=fingerprint(j.original.kernel))))
             written.append(path)
             if "tir" in emit or b.kind == "py":
                 path = base + f".{level.lstrip('-')}.leir"
-                write_atomic(path, _nl(j.text()))
+                write_output(path, _nl(j.text()))
                 written.append(path)
-    return 0
+
+
+def _export_library(built, path: str) -> None:
+    """``export_library`` into a temporary name beside ``path``, then renamed over it (the
+    linker writes the file itself, so it cannot go through the byte writer)."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".leirc-", suffix=".so", dir=directory)
+        os.close(fd)
+    except OSError as e:
+        raise CliError(f"{path}: {e.strerror or e}", kind="io") from None
+    try:
+        built.export_library(tmp)
+        os.chmod(tmp, 0o755 & ~_umask())
+        os.replace(tmp, os.path.realpath(path))
+    except OSError as e:
+        raise CliError(f"{path}: {e.strerror or e}", kind="io") from None
+    except Exception as e:  # noqa: BLE001 - the host C compiler failed: its last line says why
+        msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise CliError(f"cannot export {path}: {msg}", kind="build") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _write_py_outputs(b, out_dir: str, written: list, failed: bool = False) -> None:
@@ -168,20 +276,20 @@ def _write_py_outputs(b, out_dir: str, written: list, failed: bool = False) -> N
     the report; on a failed build only the report (so a benchmark row says why)."""
     from ..driver import model_report
     from ..frontend.wrapper import modelnew_source
-    from ..io import save_npz, write_atomic
 
-    os.makedirs(out_dir, exist_ok=True)
+    ensure_dir(out_dir)
     stem = os.path.splitext(os.path.basename(b.model.path))[0]
     base = os.path.join(out_dir, stem)
     imp = b.model.imported
     if not failed:
-        write_atomic(base + ".leir", _nl(imp.text))
-        save_npz(base + ".npz", imp.weights)
+        write_output(base + ".leir", _nl(imp.text))
+        write_npz(base + ".npz", imp.weights)
         j = b.jobs[0]
         built = dataclasses.replace(imp, text=j.text()) if j.optimized else imp
-        write_atomic(base + "_leirc.py", modelnew_source(b.model.path, built, b.options.target))
+        write_output(base + "_leirc.py", modelnew_source(b.model.path, built, b.options.target, wrapper_dir=out_dir,
+                                                         library=stem + ".so"))
         written += [base + ".leir", base + ".npz", base + "_leirc.py"]
-    write_atomic(base + ".report.json", json.dumps(model_report(b), indent=2) + "\n")
+    write_output(base + ".report.json", json.dumps(model_report(b), indent=2) + "\n")
     written.append(base + ".report.json")
     if not failed and b.jobs[0].timing:
         t = b.jobs[0].timing

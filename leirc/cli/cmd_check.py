@@ -7,8 +7,13 @@ import sys
 
 from ..ide import analyze
 from ..lang.checker import check_kernel
+from ..lang.diagnostics import WARNING, Diagnostic
 from ..lang.parser import parse_body
-from .common import print_diagnostics, read_input
+from .common import CliError, json_document, print_diagnostics, print_json, read_input
+
+#: an empty file (or one with only comments) is almost always a wrong path or a bare
+#: Step-TP body given without --signature, never a program someone meant to check
+NO_KERNEL = "W008"
 
 
 def register(sub) -> None:
@@ -27,7 +32,14 @@ def register(sub) -> None:
 def _load_signature(path: str):
     with open(path, encoding="utf-8") as f:
         sig = json.load(f)
+    if not isinstance(sig, dict):
+        raise ValueError("expected an object with 'inputs' and 'outputs'")
     return [tuple(x) for x in sig["inputs"]], [tuple(x) for x in sig["outputs"]]
+
+
+def _no_kernel(name: str) -> Diagnostic:
+    return Diagnostic(NO_KERNEL, "the file defines no kernel (a bare Step-TP body needs --signature SIG.json)",
+                      None, WARNING, name)
 
 
 def run(args) -> int:
@@ -37,16 +49,20 @@ def run(args) -> int:
     if args.signature:
         try:
             sig = _load_signature(args.signature)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"leirc: error: cannot read signature {args.signature}: {e}", file=sys.stderr)
-            return 2
+        except OSError as e:
+            raise CliError(f"{args.signature}: {e.strerror or e}", 2, kind="io") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise CliError(f"cannot read signature {args.signature}: {e}", 2) from None
+    errors = []
     for path in args.files:
         data, err = read_input(path)
         if err:
             print(f"leirc: error: {err}", file=sys.stderr)
+            errors.append(err)
             status = 2
             continue
         name = "<stdin>" if path == "-" else path
+        bare = False
         if sig is not None:
             pr = parse_body(data, sig[0], sig[1], file=name)
             diags = list(pr.diagnostics)
@@ -58,13 +74,24 @@ def run(args) -> int:
             report = analyze(data, name)
             diags = report.diagnostics
             source = report.parse.source
+            module = report.parse.module if report.parse.module is not None else report.parse.partial
+            # the parser reads an empty file as an empty bare Step-TP body
+            if not diags and (module is None or all(not k.declared and not k.body for k in module.kernels)):
+                diags = [_no_kernel(name)]
+            # a body without its header reads every input as an undefined tensor
+            bare = (module is not None and any(d.is_error and d.code != "E001" for d in diags)
+                    and not any(k.declared for k in module.kernels))
         all_diags.extend(diags)
         if not args.json:
             print_diagnostics(diags, source)
+        if sig is None and bare:
+            print(f"{name}: note: this is a bare Step-TP body (no \\kernel header), so its inputs are not declared: "
+                  "check it with --signature SIG.json, or convert its record with `leirc convert`", file=sys.stderr)
         if any(d.is_error for d in diags) or (args.warnings_as_errors and diags):
             status = max(status, 1)
     if args.json:
-        print(json.dumps([d.to_json() for d in all_diags], indent=2))
+        err = CliError("; ".join(errors), 2, kind="io") if errors else None
+        print_json(json_document("check", status == 0, error=err, diagnostics=all_diags, files=list(args.files)))
     elif status == 0:
         n_warn = sum(1 for d in all_diags if not d.is_error)
         print(f"ok: {len(args.files)} file(s) checked" + (f", {n_warn} warning(s)" if n_warn else ""), file=sys.stderr)

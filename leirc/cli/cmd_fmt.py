@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from ..io import write_atomic
 from ..lang import ast as A
 from ..lang.parser import parse
 from ..lang.printer import COMPACT, PRETTY, print_module
-from .common import print_diagnostics, read_input
+from .common import CliError, print_diagnostics, read_input, write_output
 
 
 def register(sub) -> None:
@@ -77,7 +76,11 @@ def run(args) -> int:
                 status = max(status, 1)
         elif args.in_place and path != "-":
             if out != pr.source:
-                write_atomic(path, out)
+                try:
+                    write_output(path, out)
+                except CliError as e:  # the other files are still formatted
+                    print(f"leirc: error: {e.message}", file=sys.stderr)
+                    status = 2
         else:
             sys.stdout.write(out)
     return status

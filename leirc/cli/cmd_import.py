@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .common import CliError, Progress, write_npz, write_output
+
 
 def register(sub) -> None:
     p = sub.add_parser("import", help="import a PyTorch (KernelBench-format) module as a LEIR kernel",
@@ -24,8 +26,9 @@ def register(sub) -> None:
                    help="write the kernel here and the weights to OUT.npz (default: kernel to stdout)")
     p.add_argument("--weights", metavar="W.npz", help="where to save the weights (default: next to -o)")
     p.add_argument("--verify", action="store_true", help="verify against the PyTorch module on seeds 0, 1, 2")
-    p.add_argument("--target", default="interp", choices=["interp", "llvm"],
+    p.add_argument("-t", "--target", default="interp", choices=["interp", "llvm"],
                    help="what runs the LEIR side of --verify (default: the reference interpreter)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 
@@ -35,42 +38,37 @@ def run(args) -> int:
     try:
         require_torch()
     except UsageError as e:
-        print(f"leirc: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e), 2, kind="environment") from None
     from ..frontend import FrontendError, import_model, verify_against_torch
-    from ..io import save_npz, write_atomic
 
     if not os.path.isfile(args.model):
-        print(f"leirc: error: {args.model}: no such file", file=sys.stderr)
-        return 2
+        raise CliError(f"{args.model}: " + ("is a directory" if os.path.isdir(args.model) else "no such file"), 2,
+                       kind="io")
+    progress = Progress(args.quiet)
+    progress.stage(f"importing {args.model} (torch.fx trace, shape propagation, translation)")
     try:
         res = import_model(args.model)
     except FrontendError as e:
-        print(f"leirc: error: {e}", file=sys.stderr)
-        return 1
+        raise CliError(str(e), 1, kind="import") from None
     weights_path = args.weights
-    try:
-        if args.output:
-            write_atomic(args.output, res.text)
-            if weights_path is None:
-                weights_path = os.path.splitext(args.output)[0] + ".npz"
-        else:
-            sys.stdout.write(res.text)
-        if weights_path:
-            save_npz(weights_path, res.weights)
-    except OSError as e:
-        print(f"leirc: error: {e}", file=sys.stderr)
-        return 2
+    if args.output:
+        write_output(args.output, res.text)
+        if weights_path is None:
+            weights_path = os.path.splitext(args.output)[0] + ".npz"
+    else:
+        sys.stdout.write(res.text)
+    if weights_path:
+        write_npz(weights_path, res.weights)
     n_par = sum(int(v.size) for v in res.weights.values())
     where = f" -> {args.output}" if args.output else ""
     wmsg = f", weights ({len(res.weights)} tensors, {n_par} values) -> {weights_path}" if weights_path else ""
     print(f"imported {args.model}{where}{wmsg}", file=sys.stderr)
     if args.verify:
+        progress.stage(f"verifying against the PyTorch module on {args.target}")
         try:
             v = verify_against_torch(args.model, res.text, res.weights, target=args.target)
         except FrontendError as e:
-            print(f"leirc: error: {e}", file=sys.stderr)
-            return 1
+            raise CliError(str(e), 1, kind="verify") from None
         print(("ok: " if v.ok else "FAILED: ") + v.summary(), file=sys.stderr)
         if not v.ok:
             return 1

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ..lang import ast as A
 from ..lang.printer import COMPACT, PRETTY, print_module
-from ..io import write_atomic
 from .cmd_fmt import leading_comments
-from .common import load_checked
+from .common import CliError, json_document, load_checked, print_json, write_output
 
 _HELP = """Simplify every statement of every kernel with a fixed pipeline of local rewrites,
 repeated to a fixpoint: fold (constant folding, unit laws x+0 x*1 x/1 x**1 --x, if_then_else
@@ -36,13 +34,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..opt.simplify import PASSES, simplify_kernel
 
-    cf, status = load_checked(args.file)
-    if cf is None:
-        return status
+    cf, _ = load_checked(args.file)
     names = [r.kernel.name for r in cf.results]
     if args.kernel is not None and args.kernel not in names:
-        print(f"leirc: error: no kernel '{args.kernel}' (kernels: {', '.join(names)})", file=sys.stderr)
-        return 2
+        raise CliError(f"no kernel '{args.kernel}' (kernels: {', '.join(names)})", 2)
     kernels, reports = [], []
     for r in cf.results:
         if args.kernel is not None and r.kernel.name != args.kernel:
@@ -56,12 +51,12 @@ def run(args) -> int:
     if not args.compact:
         text = leading_comments(cf.parse.source) + text
     if args.output:
-        write_atomic(args.output, text)
+        write_output(args.output, text)
     if args.json:
-        out = {"file": args.file, "passes": list(PASSES), "kernels": [r.to_json() for r in reports],
-               "statements_changed": sum(len(r.changes) for r in reports),
-               "nodes_before": sum(r.nodes_before for r in reports), "nodes_after": sum(r.nodes_after for r in reports)}
-        print(json.dumps(out, indent=2))
+        print_json(json_document(
+            "simplify", True, file=args.file, passes=list(PASSES), kernels=[r.to_json() for r in reports],
+            statements_changed=sum(len(r.changes) for r in reports),
+            nodes_before=sum(r.nodes_before for r in reports), nodes_after=sum(r.nodes_after for r in reports)))
     elif not args.output:
         sys.stdout.write(text)
     for r in reports:

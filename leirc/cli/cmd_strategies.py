@@ -3,12 +3,11 @@ domains; ``leirc strategies --list`` prints the registry."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from ..strategies import all_strategies, enumerate_sites
-from .common import load_checked, select_kernel
+from .common import CliError, json_document, load_checked, print_json, select_or_fail
 
 
 def register(sub) -> None:
@@ -32,7 +31,7 @@ def _registry(as_json: bool) -> int:
                      # roles `leirc apply` reports as handles ("created: outer=N0.io ...")
                      "creates": [{"role": r.name, "kind": r.kind} for r in s.creates]})
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print_json(json_document("strategies", True, strategies=rows))
     else:
         for r in rows:
             args = " ".join(f"{a['name']}:{a['kind']}" for a in r["args"])
@@ -45,25 +44,32 @@ def run(args) -> int:
     if args.list:
         return _registry(args.json)
     if not args.file:
-        print("leirc strategies: error: a KERNEL.leir file is required (or --list)", file=sys.stderr)
-        return 2
-    cf, status = load_checked(args.file)
-    if cf is None:
-        return status
-    res, err = select_kernel(cf, args.kernel)
-    if err:
-        print(f"leirc: error: {err}", file=sys.stderr)
-        return 2
-    names = set(args.only.split(",")) if args.only else None
+        raise CliError("a KERNEL.leir file is required (or --list)", 2)
+    cf, _ = load_checked(args.file)
+    res = select_or_fail(cf, args.kernel)
+    names = set(n.strip() for n in args.only.split(",") if n.strip()) if args.only else None
+    if names:
+        known = {s.name for s in all_strategies()}
+        unknown = sorted(names - known)
+        if unknown:
+            raise CliError(f"--only: unknown strategy {', '.join(unknown)} (see `leirc strategies --list`)", 2)
     t0 = time.perf_counter()
     sites = enumerate_sites(res.kernel, names, res)
     dt = time.perf_counter() - t0
     if args.json:
-        print(json.dumps([s.to_json() for s in sites], indent=2))
+        print_json(json_document("strategies", True, file=args.file, kernel=res.kernel.name,
+                                 sites=[s.to_json() for s in sites]))
         return 0
     for s in sites:
         at = " ".join(f"--arg {k}={v}" for k, v in s.fixed.items())
-        dom = " ".join(f"{k}∈{{{','.join(map(str, v))}}}" for k, v in s.domains.items())
+        dom = " ".join(f"{k}∈{{{_domain(v)}}}" for k, v in s.domains.items())
         print(f"{s.strategy:40} {at:40} {dom}   # {s.description}")
     print(f"{len(sites)} site(s) in {dt * 1000:.1f} ms", file=sys.stderr)
     return 0
+
+
+def _domain(values) -> str:
+    """A domain as ``--arg`` takes its values: a value that is itself a list (a loop order
+    ``j,i,k``) stays one value, so the values are separated by `` | `` instead of commas."""
+    texts = [",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v) for v in values]
+    return (" | " if any("," in t for t in texts) else ",").join(texts)

@@ -7,12 +7,11 @@ has errors; the diagnostics are printed as by ``leirc check``), 2 on usage or I/
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 
 from ..lang.checker import check_text
-from .common import print_diagnostics, read_input, usage_error
+from .common import (DEFAULT_THREADS, CliError, Progress, json_document, positive_int, print_diagnostics, print_json,
+                     read_input, require_runnable)
 
 
 def register(sub) -> None:
@@ -39,8 +38,12 @@ def register(sub) -> None:
     p.add_argument("--oracle", default="vectorized", choices=("vectorized", "literal"),
                    help="reference interpreter mode: vectorized (default) or literal (loop by loop, the "
                         "semantics itself; slow, for small kernels)")
-    p.add_argument("-t", "--target", default="llvm", metavar="TARGET",
-                   help="llvm (compile with TVM for the CPU, default), cuda, or interp (interpret the candidate)")
+    p.add_argument("-t", "--target", default="llvm", choices=("llvm", "cuda", "interp"),
+                   help="llvm (compile with TVM for the CPU, default), cuda (needs a GPU; `leirc build -t cuda` "
+                        "compiles without one), or interp (interpret the candidate)")
+    p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+                   help=f"threads of the compiled candidate (default {DEFAULT_THREADS})")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--rtol", default=None, metavar="X",
                    help="elementwise relative tolerance (default by dtype; giving --rtol or --norm-tol replaces the "
                         "arithmetic error bound by the flat rule)")
@@ -96,6 +99,20 @@ def _domains(specs) -> dict:
     return out
 
 
+#: the error measures of a report: null when no run compared anything (never a 0.0 that
+#: reads as "no error")
+ERROR_FIELDS = ("max_abs_err", "max_rel_err", "norm_rel_err")
+
+
+def report_json(rep) -> dict:
+    """The fields of ``verify --json`` (``schemas/verify.json``) from a VerifyReport."""
+    d = rep.to_json()
+    if not rep.runs:
+        for k in ERROR_FIELDS:
+            d[k] = None
+    return d
+
+
 def _g(x) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
@@ -121,41 +138,41 @@ def run(args) -> int:
         timeout = _number(args.timeout, "--timeout", positive=True)
         domains = _domains(args.domain)
     except ValueError as e:
-        return usage_error(str(e))
+        raise CliError(str(e), 2) from None
     bad = [d for d in (dists or []) + (probes or []) if d not in DISTS]
     if bad:
-        return usage_error(f"unknown distribution(s) {', '.join(bad)} (expected {', '.join(DISTS)})")
+        raise CliError(f"unknown distribution(s) {', '.join(bad)} (expected {', '.join(DISTS)})", 2)
     if args.kernel_file == "-" and args.other == "-":
-        return usage_error("only one program can come from standard input")
+        raise CliError("only one program can come from standard input", 2)
     sources = []
     for path in [args.kernel_file] + ([args.other] if args.other else []):
         data, err = read_input(path)
         if err:
-            print(f"leirc: error: {err}", file=sys.stderr)
-            return 2
+            raise CliError(err, 2, kind="io")
         name = "<stdin>" if path == "-" else path
         cf = check_text(data, name)
         diags = cf.diagnostics
         if not cf.ok:
-            print_diagnostics(diags, cf.parse.source)
-            if args.json:
-                msgs = [f"{d.file}:{d.span.line if d.span else 1}:{d.span.col if d.span else 1}: {d.code} {d.message}"
-                        for d in diags if d.is_error]
-                print(json.dumps({"equal": False, "bitwise": False, "max_abs_err": None, "max_rel_err": None,
-                                  "norm_rel_err": None, "seeds": seeds, "dists": dists, "failures": msgs}, indent=2))
-            return 1
+            raise CliError(None, 1, kind="diagnostics", diagnostics=diags, source=cf.parse.source)
+        print_diagnostics(diags, cf.parse.source)  # warnings
         names = [r.kernel.name for r in cf.results]
         if args.kernel and args.kernel not in names and (path == args.kernel_file or len(names) > 1):
-            return usage_error(f"{name}: no kernel named '{args.kernel}' (it defines {', '.join(names) or 'none'})")
+            raise CliError(f"{name}: no kernel named '{args.kernel}' (it defines {', '.join(names) or 'none'})", 2)
         if not args.kernel and len(names) > 1 and path == args.kernel_file:
-            return usage_error(f"{name} defines {len(names)} kernels ({', '.join(names)}); choose one with --kernel")
+            raise CliError(f"{name} defines {len(names)} kernels ({', '.join(names)}); choose one with --kernel", 2)
         # an empty file (or one with only comments or an empty kernel) has nothing to
         # compare: verifying it would be a vacuous EQUAL
         chosen = [r for r in cf.results if args.kernel is None or r.kernel.name == args.kernel] or cf.results
         if not chosen or not chosen[0].kernel.outputs:
-            return usage_error(f"{name}: no kernel to verify")
+            raise CliError(f"{name}: no kernel to verify", 2)
         sources.append(cf.parse.source)
+    # checked before any build: a machine without the device gets a pointer, not a verdict
+    require_runnable(args.target)
     reference = sources[1] if len(sources) > 1 else None
+    progress = Progress(args.quiet or args.json)
+    what = "interpreting" if args.target == "interp" else f"building for {args.target} and running"
+    progress.stage(f"verify: {what} the candidate on seeds {','.join(map(str, seeds))} against the reference "
+                   "interpreter")
     if args.target == "interp":
         rep = verify(sources[0], reference, kernel=args.kernel, seeds=seeds, dists=dists, probes=probes,
                      domains=domains or None, oracle=args.oracle, target="interp", rtol=rtol, norm_tol=norm_tol,
@@ -166,14 +183,14 @@ def run(args) -> int:
 
         opts = {"probes": probes, "domains": domains or None, "oracle": args.oracle}
         with Evaluator(args.target, seeds=seeds, dists=dists, time=False, rtol=rtol, norm_tol=norm_tol,
-                       timeout=timeout, prestart=False, verify_options=opts) as ev:
+                       timeout=timeout, prestart=False, verify_options=opts, threads=args.threads) as ev:
             e = ev.evaluate(sources[0], kernel=args.kernel, reference=reference)
         rep = e.verify
-        if rep is None:  # the candidate did not check: its diagnostics were printed above
-            print(f"leirc: error: {e.error}", file=sys.stderr)
-            return 1
+        if rep is None:  # the candidate did not build or run: an error, not a numerical verdict
+            raise CliError(f"{args.kernel_file}: {e.error_kind or 'error'} on {args.target}: {e.error}", 1,
+                           kind=e.error_kind or "runtime")
     if args.json:
-        print(json.dumps(rep.to_json(), indent=2))
+        print_json(json_document("verify", rep.equal, **report_json(rep)))
         return 0 if rep.equal else 1
     verdict = "EQUAL" + (" (bitwise identical)" if rep.bitwise else "") if rep.equal else "NOT EQUAL"
     print(f"{rep.candidate or args.kernel_file} vs {rep.reference or 'reference'}: {verdict}")

@@ -2,16 +2,25 @@
 
 Every subcommand lives in its own module ``leirc/cli/cmd_<name>.py`` exposing
 ``register(subparsers)``; the module sets ``func`` on its parser. Exit codes: 0 success,
-1 the input has errors (diagnostics, failed verification), 2 usage or I/O error.
+1 the input has errors (diagnostics, failed verification), 2 usage, I/O or environment
+error (a missing GPU), 3 an internal error (a leirc bug: reported in one line, never as a
+traceback), 130 interrupted.
+
+A command reports a failure by raising :class:`leirc.cli.common.CliError`; :func:`main`
+prints it (in ``--json`` mode as the command's JSON document, see ``schemas/``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import traceback
 
 from .. import __version__
+from .common import CliError, json_document, print_diagnostics, print_json
 
 #: subcommand modules, in the order ``leirc --help`` lists them
 COMMANDS = [
@@ -58,10 +67,43 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:  # pragma: no cover
+    except CliError as e:
+        return report(args, e)
+    except KeyboardInterrupt:
+        # partial results were printed as they came; the sessions' directories are removed
+        # by their ``with`` blocks on the way out
+        print("leirc: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # pragma: no cover - e.g. `leirc fmt x | head`
+        with_devnull_stdout()
         return 0
+    except OSError as e:  # a file operation no command anticipated: still the user's path and reason
+        where = f"{e.filename}: " if e.filename else ""
+        return report(args, CliError(f"{where}{e.strerror or e}", 2, kind="io"))
+    except Exception as e:  # noqa: BLE001 - a leirc bug: one line with where it happened, not a traceback
+        frames = traceback.extract_tb(e.__traceback__)
+        at = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+        return report(args, CliError(f"internal error: {type(e).__name__}: {e}{at}; please report it", 3,
+                                     kind="internal"))
+
+
+def report(args, e: CliError) -> int:
+    """Print a command's failure: diagnostics and ``leirc: error: ...`` on stderr, and in
+    ``--json`` mode the command's JSON document on stdout (so a script always gets one)."""
+    if e.diagnostics:
+        print_diagnostics(e.diagnostics, e.source)
+    if e.message:
+        print(f"leirc: error: {e.message}", file=sys.stderr)
+    if getattr(args, "json", False) is True:
+        print_json(json_document(args.command, False, error=e))
+    return e.status
+
+
+def with_devnull_stdout() -> None:
+    # the reader went away: later writes (and the interpreter's final flush) must not raise
+    with contextlib.suppress(OSError, ValueError):  # stdout is not a file descriptor (captured)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,7 @@ in a dict keyed by those names (saved by the CLI as ``OUT.npz``). Outputs are ``
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import re
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ import numpy as np
 from ..lang import ast as A
 from ..lang.printer import PRETTY, print_kernel
 from . import builder as B
-from .errors import FrontendError, TraceError, UnsupportedOpError
+from .errors import FrontendError, TraceError, UnsupportedOpError, describe, user_frame
 from .loader import LoadedModel, load_model
 from .ops import Ops
 from .ops.common import leir_dtype, pretty_target
@@ -146,8 +147,6 @@ _LOC_TRACER = None
 def trace_model(loaded: LoadedModel, inputs: list):
     """torch.fx trace with stack traces; non-tensor runtime inputs become concrete args.
     Returns the GraphModule."""
-    import inspect
-
     import torch
     import torch.fx as fx
 
@@ -168,12 +167,23 @@ def trace_model(loaded: LoadedModel, inputs: list):
     try:
         graph = tracer.trace(model, concrete_args=concrete)
     except Exception as e:  # noqa: BLE001
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TraceError(
-            f"torch.fx cannot trace Model.forward ({type(e).__name__}: {msg}); "
-            "data-dependent control flow or non-traceable Python is not supported") from None
+        where = user_frame(e, loaded.path)
+        if isinstance(e, fx.proxy.TraceError) or "symbolically traced" in str(e):
+            # tracing itself gave up (a branch on a traced value, ...): say what is not supported
+            raise TraceError(f"torch.fx cannot trace Model.forward ({describe(e)}); data-dependent control flow "
+                             "or non-traceable Python is not supported", location=where) from None
+        # the user's own code raised while being traced: their line and their error, once
+        raise TraceError(f"{describe(e)} (raised by Model.forward while tracing it)", location=where) from None
     gm = fx.GraphModule(tracer.root, graph)
     return gm
+
+
+def _model_file(model) -> str:
+    """The file that defines the model's class (the user's MODEL.py)."""
+    try:
+        return inspect.getsourcefile(type(model)) or ""
+    except TypeError:  # a class defined in C or interactively has no file
+        return ""
 
 
 def shape_prop(gm, model, inputs: list) -> None:
@@ -186,7 +196,8 @@ def shape_prop(gm, model, inputs: list) -> None:
         with torch.no_grad():
             ShapeProp(gm).propagate(*tensor_inputs)
     except Exception as e:  # noqa: BLE001
-        raise TraceError(f"running the traced model on get_inputs() failed: {type(e).__name__}: {e}") from None
+        where = user_frame(e, _model_file(model))
+        raise TraceError(f"running the traced model on get_inputs() failed: {describe(e)}", location=where) from None
     finally:
         model.load_state_dict(state)
 

@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ModelLoadError
+from .errors import ModelLoadError, describe, display_path, user_frame
 
 #: KernelBench builds the models under this seed
 WEIGHT_SEED = 42
@@ -42,7 +42,7 @@ class LoadedModel:
             with _quiet():
                 return list(self.module.get_inputs())
         except Exception as e:  # noqa: BLE001 - user code
-            raise ModelLoadError(f"get_inputs() failed: {type(e).__name__}: {e}") from None
+            raise ModelLoadError(f"get_inputs() failed: {describe(e)}", location=user_frame(e, self.path)) from None
 
 
 @contextlib.contextmanager
@@ -70,7 +70,9 @@ def load_module(path: str) -> types.ModuleType:
     except SyntaxError as e:
         raise ModelLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # noqa: BLE001 - user code
-        raise ModelLoadError(f"{path}: executing the model file failed: {type(e).__name__}: {e}") from None
+        where = user_frame(e, path)
+        raise ModelLoadError(f"executing the model file failed: {describe(e)}",
+                             location=where or display_path(path)) from None
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, attr):
             raise ModelLoadError(f"{path}: not in KernelBench format: no '{attr}' defined "
@@ -86,7 +88,7 @@ def load_model(path: str, *, seed: int = WEIGHT_SEED, cls_name: str = "Model") -
         with _quiet():
             init_inputs = list(mod.get_init_inputs())
     except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"get_init_inputs() failed: {type(e).__name__}: {e}") from None
+        raise ModelLoadError(f"get_init_inputs() failed: {describe(e)}", location=user_frame(e, path)) from None
     cls = getattr(mod, cls_name, None)
     if cls is None:
         raise ModelLoadError(f"{path}: no class '{cls_name}'")
@@ -95,7 +97,8 @@ def load_model(path: str, *, seed: int = WEIGHT_SEED, cls_name: str = "Model") -
         with _quiet():
             model = cls(*init_inputs)
     except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"{cls_name}(*get_init_inputs()) failed: {type(e).__name__}: {e}") from None
+        raise ModelLoadError(f"{cls_name}(*get_init_inputs()) failed: {describe(e)}",
+                             location=user_frame(e, path)) from None
     if not isinstance(model, torch.nn.Module):
         raise ModelLoadError(f"{cls_name} is not a torch.nn.Module")
     return LoadedModel(os.path.abspath(path), mod, model, init_inputs)

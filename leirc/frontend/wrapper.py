@@ -3,6 +3,11 @@
 It keeps Model's constructor and forward signature; forward runs the compiled LEIR kernel
 (the optimized one when the build optimized it). The parameters live in an inner ``Model``
 built with the same constructor arguments, so under the harness's seed they equal Model's.
+
+Paths are relative to the wrapper file, so the output directory can be moved or copied
+with the model file beside it: the reference model is found at the same relative place,
+and the kernel library ``<stem>.so`` written beside the wrapper is loaded (compiled from
+the embedded LEIR text only when that library is missing).
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ from __future__ import annotations
 import os
 
 
-def modelnew_source(path: str, res, target: str = "llvm") -> str:
+def modelnew_source(path: str, res, target: str = "llvm", *, wrapper_dir: str | None = None,
+                    library: str | None = None) -> str:
     """A KernelBench-style solution file: ``class ModelNew`` with Model's constructor and
     forward signature whose forward runs the compiled LEIR kernel. Parameters are created
     by an inner ``Model`` (so under the harness's seed they equal Model's) and passed to the
-    kernel by name."""
+    kernel by name. ``wrapper_dir``: where the wrapper will live (the model path is stored
+    relative to it); ``library``: the file name of the kernel library beside the wrapper."""
     meta = res.meta
+    model_rel = os.path.relpath(os.path.abspath(path), os.path.abspath(wrapper_dir or os.path.dirname(path) or "."))
     runtime = [p["name"] for p in meta["inputs"]]
     params = {p["name"]: p["qualname"] for p in meta["params"]}
     outputs = [p["name"] for p in meta["outputs"]]
@@ -34,7 +42,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-_MODEL_FILE = {os.path.abspath(path)!r}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: the reference model and the kernel library, relative to this file
+_MODEL_FILE = os.path.join(_HERE, {model_rel!r})
+_LIBRARY = {library!r}
 _RUNTIME = {runtime!r}
 _PARAMS = {params!r}
 _OUTPUTS = {outputs!r}
@@ -59,10 +70,16 @@ _BUILT = None
 def _built():
     global _BUILT
     if _BUILT is None:
-        from leirc.lang.checker import check_text
-        from leirc.lower import build
+        lib = os.path.join(_HERE, _LIBRARY) if _LIBRARY else None
+        if lib and os.path.isfile(lib):
+            from leirc.lower.runner import load_library
 
-        _BUILT = build(check_text(LEIR).results[0], _TARGET)
+            _BUILT = load_library(lib, LEIR, target=_TARGET)
+        else:  # the library was not copied along: compile the same kernel again
+            from leirc.lang.checker import check_text
+            from leirc.lower import build
+
+            _BUILT = build(check_text(LEIR).results[0], _TARGET)
     return _BUILT
 
 

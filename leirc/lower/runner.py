@@ -126,3 +126,66 @@ def zero_outputs(kernel) -> dict:
     from .worker import np_dtype
 
     return {p.name: np.zeros(tuple(p.shape), np_dtype(p.dtype)) for p in kernel.outputs}
+
+
+#: targets whose kernels this package can run, and the TVM device that runs each
+RUNNABLE_TARGETS = {"llvm": "cpu", "cuda": "cuda"}
+
+
+def device_available(target: str) -> tuple[bool, str]:
+    """(whether kernels built for ``target`` can run on this machine, why not). Asks TVM
+    whether device 0 of the target's kind exists, so a command can refuse a CUDA run before
+    it builds anything instead of reporting the missing GPU as a numerical mismatch."""
+    kind = str(target).split()[0]
+    if kind == "llvm":
+        return True, ""
+    if kind not in RUNNABLE_TARGETS:
+        return False, f"target '{kind}' cannot run kernels (targets that run: {', '.join(RUNNABLE_TARGETS)})"
+    from ._tvm import tvm
+
+    try:
+        exists = bool(getattr(tvm(), RUNNABLE_TARGETS[kind])(0).exist)
+    except Exception as e:  # noqa: BLE001 - a TVM built without CUDA raises instead of answering False
+        return False, f"TVM cannot open a {kind} device: {type(e).__name__}: {e}"
+    return (True, "") if exists else (False, f"no {kind} device on this machine (TVM sees no {kind}:0)")
+
+
+class Library:
+    """A kernel library that ``leirc build`` wrote (``export_library``), loaded **in this
+    process** (the user's own trusted kernel, as the ``ModelNew`` wrapper runs it): NumPy
+    arrays in, NumPy outputs out. ``kernel`` is the checked kernel's AST (parameter names,
+    dtypes and shapes; the LEIR text beside the library gives it)."""
+
+    def __init__(self, path: str, kernel, target: str = "llvm"):
+        from ._tvm import tvm
+        from .tir import symbol_name
+
+        self.path = path
+        self.kernel = kernel
+        self.target = target
+        self._tvm = tvm()
+        self.module = self._tvm.runtime.load_module(str(path))
+        self.symbol = symbol_name(kernel.name)
+
+    def run(self, inputs: dict, outputs: Optional[dict] = None) -> dict:
+        from .worker import np_dtype
+
+        tvm = self._tvm
+        dev = tvm.cuda(0) if self.target == "cuda" else tvm.cpu(0)
+        args = [tvm.runtime.tensor(np.asarray(inputs[p.name], order="C"), dev) for p in self.kernel.inputs]
+        outs = []
+        for p in self.kernel.outputs:
+            init = outputs.get(p.name) if outputs else None
+            if init is None:
+                init = np.zeros(tuple(p.shape), np_dtype(p.dtype))
+            outs.append(tvm.runtime.tensor(np.asarray(init, order="C"), dev))
+        self.module[self.symbol](*args, *outs)
+        return {p.name: t.numpy() for p, t in zip(self.kernel.outputs, outs)}
+
+
+def load_library(path: str, leir_text: str, *, kernel: Optional[str] = None, target: str = "llvm") -> Library:
+    """The library at ``path`` built from ``leir_text`` (whose kernel ``kernel``, or only
+    kernel, gives the signature)."""
+    from ..lang.load import load_kernel
+
+    return Library(path, load_kernel(leir_text, kernel=kernel).kernel, target)

@@ -319,12 +319,31 @@ def _time(d: str, b: _Built, msg: dict) -> dict:
     return {"ok": True, "runs": runs, "number": number, "threads": b.threads}
 
 
+class ParentGone(BaseException):
+    """The parent closed our stdin or its end of the reply pipe: nobody will read another
+    reply or remove the session directory. A BaseException, so that the handlers that turn a
+    request's failure into a reply do not catch it."""
+
+
 def serve(d: str, reply_fd: int) -> int:
+    try:
+        return _serve(d, reply_fd)
+    except ParentGone:
+        # killed without its cleanup (SIGKILL, a crash): the directory is ours to remove
+        if os.path.basename(os.path.normpath(d)).startswith(SESSION_DIR_PREFIX):
+            shutil.rmtree(d, ignore_errors=True)
+        return 0
+
+
+def _serve(d: str, reply_fd: int) -> int:
     reply = os.fdopen(reply_fd, "w", encoding="utf-8", buffering=1)
 
     def send(obj: dict) -> None:
-        reply.write(json.dumps(obj) + "\n")
-        reply.flush()
+        try:
+            reply.write(json.dumps(obj) + "\n")
+            reply.flush()
+        except BrokenPipeError:
+            raise ParentGone from None
 
     # TVM's import is the bulk of the start-up; do it before the parent's first line arrives
     from ._tvm import tvm as _t
@@ -368,9 +387,7 @@ def serve(d: str, reply_fd: int) -> int:
         res["id"] = msg.get("id")
         send(res)
     # stdin closed without "quit": the parent is gone and cannot clean up after us
-    if os.path.basename(os.path.normpath(d)).startswith(SESSION_DIR_PREFIX):
-        shutil.rmtree(d, ignore_errors=True)
-    return 0
+    raise ParentGone
 
 
 def main(argv: list[str]) -> int:
