@@ -11,8 +11,10 @@ kinds of input are the same list of :class:`Job` values, one per kernel, and go 
 same passes. ``optimize`` takes an :class:`Optimizer` (``-O0``, ``-O1``; the search plugs in
 here). ``verify`` compares the optimized kernel, compiled and run in a sandboxed worker,
 with the oracle: the interpreter running the *original* program for ``.leir`` inputs, the
-PyTorch module for ``.py`` inputs. Options are :class:`BuildOptions` fields (the CLI turns
-flags into them; nothing is read from the environment).
+PyTorch module for ``.py`` inputs (run in a worker process of its own by
+:class:`leirc.engine.oracles.TorchOracle`, through the same Evaluator). Options are
+:class:`BuildOptions` fields (the CLI turns flags into them; nothing is read from the
+environment).
 
 Each pass takes and returns the :class:`Build`; a pass that finds errors raises
 :class:`PipelineError` with diagnostics. ``print_after`` prints the program after a pass.
@@ -123,7 +125,7 @@ class Job:
     module: object = None  # tvm IRModule after lower
     built: object = None  # leirc.lower.Built after build
     nvcc_log: Optional[str] = None
-    verification: object = None  # VerifyReport (.leir) or frontend VerifyResult (.py)
+    verification: object = None  # VerifyReport (oracle "interpreter" for .leir, "torch" for .py)
     timing: dict = field(default_factory=dict)  # name -> ms (leirc, eager, compile)
     timing_errors: dict = field(default_factory=dict)
 
@@ -143,6 +145,7 @@ class ModelInput:
     path: str
     imported: object  # leirc.frontend.ImportResult
     import_s: float
+    oracle: object = None  # leirc.engine.oracles.TorchOracle, started by load (or the first verify)
 
 
 @dataclass
@@ -216,6 +219,13 @@ def load_pass(b: Build) -> Build:
         b.model = ModelInput(b.file, res, time.perf_counter() - t0)
         b.source = res.text
         b.log(f"imported {b.file} in {b.model.import_s:.1f} s")
+        if b.options.verify is not False:
+            from .engine.oracles import TorchOracle
+
+            # the module's worker starts now and computes the verify pass's references while
+            # the kernel is optimized and built
+            b.model.oracle = TorchOracle.from_import(b.file, res, timeout=b.options.timeout, threads=b.options.threads)
+            b.model.oracle.prefetch(PY_VERIFY_SEEDS)
         # the LEIR text is ours, not the user's: diagnostics point into it by a derived name
         b.file = os.path.splitext(b.file)[0] + ".leir"
     pr = parse(b.source, b.file)
@@ -350,37 +360,29 @@ def _verify_against_interpreter(b: Build, j: Job) -> None:
     b.note(f"verified {j.name}: max_abs_err={rep.max_abs_err:.3g}, norm_rel_err={rep.norm_rel_err:.3g}")
 
 
-def _sandboxed_runner(session, kernel: A.Kernel):
-    """``runner(source, feed) -> outputs`` for the frontend's verifier: the kernel runs in the
-    session's worker process (never in this process), built once for all seeds."""
-    from .frontend import FrontendError
-    from .lower.runner import zero_outputs
-
-    def run(source, feed):
-        res = session.run(feed, zero_outputs(kernel))
-        if not res.ok:
-            raise FrontendError(f"compiled kernel failed ({res.error_kind}): {res.error}")
-        return res.outputs
-
-    return run
-
-
 def _verify_against_module(b: Build, j: Job) -> None:
-    from .frontend import load_model, verify_against_torch
+    """The same door as ``.leir`` inputs: the Evaluator builds the kernel once in a
+    sandboxed session, the oracle is the PyTorch module, run in a worker process of its own
+    (its reference outputs per seed are computed once per build, for every job)."""
+    from .engine.evaluate import Evaluator
+    from .engine.oracles import TorchOracle, summary
 
-    from .lower.session import KernelSession
-
-    text = j.text()
-    imp = b.model.imported
-    with KernelSession(text, target="llvm", threads=b.options.threads, timeout=b.options.timeout) as session:
-        v = verify_against_torch(b.model.path, text, imp.weights, seeds=PY_VERIFY_SEEDS,
-                                 runner=_sandboxed_runner(session, j.current.kernel), loaded=load_model(b.model.path))
-    v.target = _verify_target(b)
-    j.verification = v
-    if not v.ok:
+    target = _verify_target(b)
+    if b.model.oracle is None:
+        b.model.oracle = TorchOracle.from_import(b.model.path, b.model.imported, timeout=b.options.timeout,
+                                                 threads=b.options.threads)
+    with Evaluator(target, seeds=PY_VERIFY_SEEDS, time=False, timeout=b.options.timeout, threads=b.options.threads,
+                   poison_intermediates=True, prestart=False) as ev:
+        e = ev.evaluate(j.text(), oracle=b.model.oracle)
+    rep = j.verification = e.verify
+    if e.error_kind == "oracle":
+        raise _fail("verify", "E053", f"kernel '{j.name}' could not be verified: the PyTorch module failed ({e.error})",
+                    j.current.kernel.span, b.file)
+    if not e.ok:
+        why = summary(rep) if rep is not None and rep.failures else f"{e.error_kind}: {e.error}"
         raise _fail("verify", "E053", f"kernel '{j.name}' ({b.options.optimizer().name}) does not match the PyTorch "
-                    f"module: {v.summary()}", j.current.kernel.span, b.file)
-    b.note(v.summary())
+                    f"module: {why}", j.current.kernel.span, b.file)
+    b.note(summary(rep))
 
 
 def time_pass(b: Build) -> Build:
@@ -500,6 +502,13 @@ def run_pipeline(b: Build, *, until: Optional[str] = None, print_after=(), out=N
     return b
 
 
+def verify_summary(v) -> str:
+    """One line about a verification report (either oracle)."""
+    from .engine.oracles import summary
+
+    return summary(v)
+
+
 def model_report(b: Build) -> dict:
     """The JSON report of a ``.py`` build (what ``<stem>.report.json`` and the workload
     benchmark record): import, verification and timing side by side."""
@@ -524,8 +533,9 @@ def model_report(b: Build) -> dict:
         "steps": [str(s) for s in j.steps] if j else [],
         "n_nests": len(j.current.kernel.body) if j else None,
         "built": bool(j and j.built is not None),
-        "verified": None if v is None else bool(v.ok),
-        "verify_summary": None if v is None else v.summary(),
+        "verified": None if v is None else bool(v.equal),
+        "verify_summary": None if v is None else verify_summary(v),
+        "verify_tolerance": None if v is None else v.tolerance,
         "eager_ms": eager, "compile_ms": comp, "leirc_ms": mine,
         "speedup_eager": eager / mine if eager and mine else None,
         "speedup_compile": comp / mine if comp and mine else None,
@@ -551,4 +561,4 @@ def new_build(path_or_text: str | bytes, *, file: Optional[str] = None, options:
 
 __all__ = ["BuildOptions", "Build", "Job", "Optimizer", "Optimized", "O0", "O1", "OPTIMIZERS", "PASSES",
            "PASS_NAMES", "PASS_ALIASES", "PipelineError", "UsageError", "ModelImportError", "run_pipeline", "render_after", "new_build",
-           "model_report"]
+           "model_report", "verify_summary"]

@@ -123,3 +123,32 @@ def test_model_that_cannot_be_imported_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert err.startswith("leirc: error:") and "Traceback" not in err
+
+
+def test_py_verify_pass_goes_through_the_evaluator_with_the_module_as_a_sandboxed_oracle(model_file):
+    b = run_pipeline(new_build(str(model_file), options=BuildOptions(opt="0")))
+    j = b.jobs[0]
+    rep = j.verification
+    assert rep.equal and rep.oracle == "torch" and rep.runs == 3
+    assert "f32 rtol 0.0001, normwise 1e-05" in rep.tolerance
+    oracle = b.model.oracle
+    assert oracle.stats["worker_runs"] == 1 and oracle.last_pid != __import__("os").getpid()
+    assert any("verified against PyTorch on 3 seeds (llvm" in n for n in b.notes)
+
+
+def test_a_module_failing_in_the_oracle_is_a_clear_verify_error(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from leirc.cli.main import main
+
+    p = tmp_path / "cursed.py"
+    # the import draws the inputs of seed 0; the verify pass's worker also asks for seed 2
+    src = MODEL.replace("    return [torch.rand(8, 32)]", "    if torch.initial_seed() == 2:\n"
+                        "        raise RuntimeError('seed 2 is cursed')\n    return [torch.rand(8, 32)]")
+    assert "cursed" in src
+    p.write_text(src)
+    line = next(k for k, l in enumerate(p.read_text().splitlines(), 1) if "cursed" in l)
+    rc = main(["build", str(p), "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "the PyTorch module failed (oracle raised:" in err and "seed 2 is cursed" in err
+    assert f"cursed.py:{line}:" in err and "Traceback" not in err

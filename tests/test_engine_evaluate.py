@@ -138,3 +138,15 @@ def test_timeouts_are_not_cached(monkeypatch, tmp_path):
     e = ev.evaluate(ROWSUM)
     assert e.ok and not e.cached, e.error
     assert len(ev.cache) == 1
+
+
+def test_the_oracle_is_recorded_and_reference_and_oracle_exclude_each_other(monkeypatch):
+    from leirc.engine.oracles import InterpreterOracle
+
+    monkeypatch.setattr(session_mod.subprocess, "Popen", _NoSpawn)
+    with Evaluator("llvm", time=False, prestart=False) as ev:
+        e = ev.evaluate("\\kernel broken(A: f32[4]) -> (Y: f32[4]) { Y = ; }")
+        assert e.error_kind == "illegal" and e.oracle == "interpreter"
+        assert Evaluation.from_json(e.to_json()).oracle == "interpreter"
+        with pytest.raises(ValueError, match="either reference= .* or oracle="):
+            ev.evaluate(ROWSUM, reference=ROWSUM, oracle=InterpreterOracle())

@@ -253,3 +253,39 @@ def test_sanitize_names():
     assert B.sanitize("_x") == "X"
     names = B.Names()
     assert [names.fresh("relu"), names.fresh("Relu"), names.fresh("relu")] == ["Relu", "Relu_2", "Relu_3"]
+
+
+# -- precision by dtype: f64 stays f64, f16/bf16 accumulate in f32 (frontend/README.md) ----
+
+_STATS_BODY = ("y = torch.softmax(self.ln(x), dim=1) + x.mean(dim=1, keepdim=True) + x.var(dim=1, keepdim=True)\n"
+               "return y + torch.logsumexp(x, dim=1, keepdim=True) + F.rms_norm(x, (x.shape[1],))")
+
+
+def _intermediate_dtypes(text: str) -> set:
+    """The dtypes of the tensors the kernel body writes (intermediates and outputs)."""
+    import re
+
+    body = text.split("\\kernel", 1)[1]
+    return set(re.findall(r"\b[A-Z]\w*\^\{(\w+),g\}[^=;]*=", body))
+
+
+def test_f64_models_keep_every_statistic_in_f64(tmp_path):
+    p = write_model(tmp_path, "stats64", "self.ln = nn.LayerNorm(5000).double()", "x", _STATS_BODY,
+                    "return [torch.randn(3, 5000, dtype=torch.float64)]")
+    res = import_and_verify(p, seeds=(0,))
+    assert _intermediate_dtypes(res.text) == {"f64"}, res.text
+    assert "_part^{f64" in res.text  # the long sums are split, in f64
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_precision_models_accumulate_in_f32_and_round_at_the_use(tmp_path, dt):
+    # no parameters: the importer cannot read bf16 weights yet
+    body = _STATS_BODY.replace("self.ln(x)", "F.layer_norm(x, (x.shape[1],))")
+    p = write_model(tmp_path, f"stats_{dt}", "", "x",
+                    body + " + x.sum(dim=1, keepdim=True) + (x @ x.T).sum(dim=1, keepdim=True)",
+                    f"return [torch.randn(3, 256).to(torch.{dt})]")
+    res = import_and_verify(p, seeds=(0,))
+    leir = {"float16": "f16", "bfloat16": "bf16"}[dt]
+    for acc in ("Layer_norm_sum", "Layer_norm_rstd", "Softmax_sum", "Mean_sum", "Var_sum", "Rms_norm_rstd", "Matmul"):
+        assert f"{acc}^{{f32,g}}" in res.text, (acc, res.text)
+    assert f"Y^{{{leir},g}}" in res.text

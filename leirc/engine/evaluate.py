@@ -10,20 +10,24 @@ For each candidate :meth:`Evaluator.evaluate`
 3. otherwise opens one :class:`leirc.lower.session.KernelSession` (one worker, one build;
    with ``prestart`` the worker comes from a :class:`~leirc.lower.session.WorkerPool`
    that started it, TVM imported, during the previous evaluation),
-   verifies through it with :func:`leirc.verify.verify` against the interpreter run of the
-   reference, whose inputs and outputs per (seed, dist) come from a
-   :class:`~leirc.engine.refcache.CachedReference` kept across candidates, and, if the
-   candidate is correct and ``time=True``, times it in the same session on the first
-   distribution's inputs of every seed.
+   verifies through it against the *oracle* (:mod:`leirc.engine.oracles`): by default the
+   interpreter run of the reference (:func:`leirc.verify.verify`, inputs and outputs per
+   (seed, dist) from a :class:`~leirc.engine.refcache.CachedReference` kept across
+   candidates), or a :class:`~leirc.engine.oracles.TorchOracle` -- the user's PyTorch
+   module run in a worker process, its outputs per seed computed once and cached -- and,
+   if the candidate is correct and ``time=True``, times it in the same session on the
+   oracle's inputs of every seed (the interpreter's: the first distribution's).
 
 The cache key is the SHA-256 of the canonical compact print of the candidate and of the
-reference, the target, seeds, distributions, tolerances, timing protocol, thread count and
+reference (for the PyTorch oracle: its key -- model file, weights, versions), the target, seeds, distributions, tolerances, timing protocol, thread count and
 the leirc version. Failures that depend on the machine's state (``timeout``, ``memory``)
 are not cached.
 
 Error kinds: ``None`` (correct), ``"illegal"`` (the candidate does not check), ``"build"``,
 ``"crash"``, ``"timeout"``, ``"memory"``, ``"runtime"`` (the worker reported an error),
-``"mismatch"`` (it ran, and the verifier rejected its results).
+``"mismatch"`` (it ran, and the verifier rejected its results), ``"oracle"`` (the oracle
+itself failed -- the PyTorch module hung, crashed or raised: the message says which; not
+cached). :attr:`Evaluation.oracle` records which oracle judged (``interpreter``, ``torch``).
 """
 
 from __future__ import annotations
@@ -39,17 +43,16 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 from .. import __version__
-from ..lang.checker import check_text
-from ..lang.diagnostics import render
 from ..lower.runner import TimingResult
 from ..lower.session import KernelSession, WorkerPool, target_name
-from ..verify import VerifyReport, verify
+from ..verify import VerifyReport
+from .oracles import InterpreterOracle, OracleError, pick_kernel
 from .refcache import CachedReference
 
-ERROR_KINDS = (None, "illegal", "build", "crash", "timeout", "memory", "mismatch", "runtime")
+ERROR_KINDS = (None, "illegal", "build", "crash", "timeout", "memory", "mismatch", "runtime", "oracle")
 DEFAULT_DISTS = ("uniform", "normal", "signed")
 #: Kinds not written to the caches: a rerun on a quieter machine may succeed.
-UNCACHED_KINDS = ("timeout", "memory")
+UNCACHED_KINDS = ("timeout", "memory", "oracle")
 _FLOAT_KEYS = ("max_abs_err", "max_rel_err", "norm_rel_err")
 
 
@@ -113,12 +116,13 @@ class Evaluation:
     kernel: str = ""
     startup_s: Optional[float] = None  # worker start-up + build, wall seconds (part of ``seconds``)
     cached: bool = field(default=False, compare=False)  # True when served from a cache
+    oracle: str = "interpreter"  # which oracle judged: "interpreter" or "torch"
 
     def to_json(self) -> dict:
         return {"fingerprint": self.fingerprint, "kernel": self.kernel, "ok": self.ok, "error_kind": self.error_kind,
                 "error": self.error, "verify": None if self.verify is None else self.verify.to_json(),
                 "timing": None if self.timing is None else asdict(self.timing), "build_s": self.build_s,
-                "startup_s": self.startup_s, "seconds": self.seconds}
+                "startup_s": self.startup_s, "seconds": self.seconds, "oracle": self.oracle}
 
     @classmethod
     def from_json(cls, d: dict, *, cached: bool = False) -> "Evaluation":
@@ -126,7 +130,7 @@ class Evaluation:
                    None if d.get("verify") is None else _report_from_json(d["verify"]),
                    None if d.get("timing") is None else _timing_from_json(d["timing"]),
                    d.get("build_s"), float(d.get("seconds", 0.0)), d.get("error"), d.get("kernel", ""),
-                   d.get("startup_s"), cached)
+                   d.get("startup_s"), cached, d.get("oracle", "interpreter"))
 
 
 class EvaluationCache:
@@ -206,6 +210,7 @@ class Evaluator:
         if target_name(target) == "interp":
             raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
         self.target = target
+        self.target_name = target_name(target)
         self.seeds = tuple(int(s) for s in seeds)
         # None: the verifier's default grid and its probes, as ``leirc verify`` runs them
         self.dists = tuple(dists) if dists is not None else None
@@ -253,13 +258,18 @@ class Evaluator:
             self._refs.move_to_end(fp)
         return ref
 
-    def key(self, cand_kernel, ref_kernel, numerics: Optional[str] = None) -> str:
-        spec = {"leirc": __version__, "candidate": _key_text(cand_kernel), "reference": _key_text(ref_kernel),
+    def key(self, cand_kernel, ref_kernel, numerics: Optional[str] = None, *, oracle: Optional[str] = None) -> str:
+        """The cache key of an evaluation; ``oracle``: the key of an oracle other than the
+        interpreter (``ref_kernel`` None then)."""
+        spec = {"leirc": __version__, "candidate": _key_text(cand_kernel),
+                "reference": None if ref_kernel is None else _key_text(ref_kernel),
                 "target": self.target, "seeds": list(self.seeds),
                 "dists": None if self.dists is None else list(self.dists),
                 "rtol": self.rtol, "norm_tol": self.norm_tol, "poison_intermediates": self.poison_intermediates,
                 "time": [self.warmup, self.repeat, self.min_repeat_ms] if self.time else None,
                 "threads": self.threads, "verify_options": self.verify_options, "numerics": numerics}
+        if oracle is not None:
+            spec["oracle"] = oracle
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
     def _lookup(self, key: str) -> Optional[Evaluation]:
@@ -285,50 +295,50 @@ class Evaluator:
 
     # -- the entry point ----------------------------------------------------------------
     def evaluate(self, source_text: str, *, kernel: Optional[str] = None, reference: Optional[str] = None,
-                 cache: bool = True, numerics: Optional[str] = None) -> Evaluation:
+                 cache: bool = True, numerics: Optional[str] = None, oracle=None) -> Evaluation:
         """Evaluate one candidate (``source_text``, its kernel ``kernel`` or the only one)
-        against ``reference`` (LEIR text; default: the candidate itself). ``cache=False``
+        against ``oracle`` (:mod:`leirc.engine.oracles`; default: the interpreter running
+        ``reference``, LEIR text, by default the candidate itself). ``cache=False``
         evaluates again even when a cached evaluation exists (and stores the new one).
         ``numerics``: the class of the rewrite that produced the candidate (see
         :func:`leirc.verify.verify`)."""
         t0 = _time.perf_counter()
         self.stats["evaluations"] += 1
+        if oracle is None:
+            oracle = InterpreterOracle(reference)
+        elif reference is not None:
+            raise ValueError("give either reference= (the interpreter's program) or oracle=, not both")
         cand, problem = _pick(source_text, kernel, "candidate")
         if cand is None:
             return Evaluation(hashlib.sha256(source_text.encode()).hexdigest(), False, "illegal", None, None, None,
-                              round(_time.perf_counter() - t0, 4), problem, kernel or "")
-        if reference is None:
-            ref = cand
-        else:
-            ref, problem = _pick(reference, kernel, "reference", prefer=cand.kernel.name)
-            if ref is None:
-                raise ValueError(problem)
+                              round(_time.perf_counter() - t0, 4), problem, kernel or "", oracle=oracle.name)
+        prepared = oracle.prepare(self, cand, kernel)
         fp = _fingerprint(cand.kernel)
-        key = self.key(cand.kernel, ref.kernel, numerics)
+        key = self.key(cand.kernel, prepared.reference_kernel, numerics, oracle=prepared.key)
         hit = self._lookup(key) if cache else None
         if hit is not None:
             return hit
-        ev = self._evaluate(source_text, cand, ref, reference, fp, t0, numerics)
+        ev = self._evaluate(source_text, cand, prepared, oracle.name, fp, t0, numerics)
         self._store(key, ev)
         return ev
 
-    def _evaluate(self, source_text, cand, ref, reference, fp, t0, numerics=None) -> Evaluation:
+    def _evaluate(self, source_text, cand, prepared, oracle_name, fp, t0, numerics=None) -> Evaluation:
         name = cand.kernel.name
 
         def done(ok, kind, rep, timing, build_s, error):
             return Evaluation(fp, ok, kind, rep, timing, build_s, round(_time.perf_counter() - t0, 4), error, name,
-                              s.startup_s)
+                              s.startup_s, oracle=oracle_name)
 
-        refc = self.reference(ref)
         self.stats["sessions"] += 1
         s = KernelSession(source_text, kernel=name, target=self.target, threads=self.threads, timeout=self.timeout,
                           memory_limit_mb=self.memory_limit_mb, poison_intermediates=self.poison_intermediates,
                           build_timeout=self.build_timeout, pool=self.pool)
         try:
             rec = _Recorder(s.runner)
-            rep = verify(source_text, reference, kernel=name, seeds=self.seeds, dists=self.dists,
-                         target=target_name(self.target), runner=rec, rtol=self.rtol, norm_tol=self.norm_tol,
-                         timeout=self.timeout, reference_cache=refc, numerics=numerics, **self.verify_options)
+            try:
+                rep = prepared.check(rec, source_text, numerics)
+            except OracleError as e:
+                return done(False, "oracle", None, None, s.build_s if s.builds else None, str(e))
             failure = s.build_failure
             if failure is not None and s.builds == 0:
                 return done(False, failure[1], rep, None, None, failure[0])
@@ -338,9 +348,8 @@ class Evaluator:
                 return done(False, kind, rep, None, s.build_s, err)
             timing = None
             if self.time:
-                first = self.dists[0] if self.dists else DEFAULT_DISTS[0]
-                sets = [refc.run(seed, first)[0] for seed in self.seeds]
-                timing = s.time(sets, warmup=self.warmup, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms)
+                timing = s.time(prepared.timing_sets(), warmup=self.warmup, repeat=self.repeat,
+                                min_repeat_ms=self.min_repeat_ms)
                 if not timing.ok:
                     return done(False, timing.error_kind or "runtime", rep, timing, s.build_s, timing.error)
             return done(True, None, rep, timing, s.build_s, None)
@@ -348,20 +357,6 @@ class Evaluator:
             self.stats["builds"] += s.builds
             s.close()
 
+
 def _pick(text: str, kernel: Optional[str], what: str, prefer: Optional[str] = None):
-    """(CheckResult, None) of the named (or preferred, or only) kernel, or (None, message)."""
-    cf = check_text(text, f"<{what}>")
-    if not cf.ok:
-        errs = [d for d in cf.diagnostics if d.is_error]
-        return None, "\n".join(render(d, cf.parse.source) for d in errs)
-    results = cf.results
-    names = [r.kernel.name for r in results]
-    want = kernel if kernel is not None else (prefer if prefer in names and len(names) > 1 else None)
-    if want is None:
-        if len(results) != 1:
-            return None, f"the {what} defines {len(results)} kernels ({', '.join(names)}); name one with kernel="
-        return results[0], None
-    for r in results:
-        if r.kernel.name == want:
-            return r, None
-    return None, f"no kernel '{want}' in the {what} (kernels: {', '.join(names)})"
+    return pick_kernel(text, kernel, what, prefer)

@@ -1,4 +1,5 @@
-"""Reference outputs computed once per (reference kernel, seed, distribution).
+"""Reference outputs computed once per (reference kernel, seed, distribution), and per
+(PyTorch module, weights, seed) for the module oracle (:class:`ModuleReference`).
 
 A search verifies many candidates against one reference program; the inputs and the
 interpreter's outputs for each (seed, dist) are the same every time. :class:`CachedReference`
@@ -15,12 +16,15 @@ candidate cannot corrupt the cache for the next one.
 from __future__ import annotations
 
 import inspect
+import io
+import os
 from typing import Optional
 
 import numpy as np
 
 from ..interp import Interpreter, random_inputs
 from ..interp import dtypes as D
+from ..io import write_atomic
 
 #: Entries beyond this many bytes (inputs + outputs) are computed but not kept.
 DEFAULT_MAX_BYTES = 2 << 30
@@ -103,3 +107,72 @@ class CachedReference:
     @property
     def cached_runs(self) -> int:
         return len(self._runs)
+
+
+class ModuleReference:
+    """Reference runs of a PyTorch module, per input seed: ``(inputs, outputs)`` as lists of
+    arrays (the module's tensor inputs in order, its outputs in order), computed once per
+    (model, weights, seed) and kept -- in memory, and with ``directory`` also on disk
+    (``DIR/<key>/seed_<s>.npz``, written atomically), so a later process reuses them.
+
+    ``key`` identifies everything the outputs depend on except the seed (the model file's
+    bytes, the weights, the thread count, the torch and leirc versions: see
+    :meth:`leirc.engine.oracles.TorchOracle.key`). Arrays are read-only, like
+    :class:`CachedReference`'s."""
+
+    def __init__(self, key: str, directory: Optional[str] = None):
+        self.key = key
+        self.directory = None if directory is None else os.path.join(directory, key)
+        self.hits = 0
+        self.disk_hits = 0
+        self.misses = 0
+        self._runs: dict = {}
+
+    def _path(self, seed: int) -> Optional[str]:
+        return None if self.directory is None else os.path.join(self.directory, f"seed_{int(seed)}.npz")
+
+    def get(self, seed: int) -> Optional[tuple[list, list]]:
+        got = self._runs.get(int(seed))
+        if got is not None:
+            self.hits += 1
+            return got
+        path = self._path(seed)
+        if path is not None and os.path.isfile(path):
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    got = _split({k: z[k] for k in z.files})
+            except (OSError, ValueError, KeyError):
+                got = None  # a damaged entry is recomputed (and rewritten)
+            if got is not None:
+                self.disk_hits += 1
+                self._runs[int(seed)] = got
+                return got
+        self.misses += 1
+        return None
+
+    def put(self, seed: int, arrays: dict) -> tuple[list, list]:
+        """Keep one run given as ``{"in_0": ..., "out_0": ...}`` (the worker's file)."""
+        entry = _split(arrays)
+        self._runs[int(seed)] = entry
+        path = self._path(seed)
+        if path is not None:
+            os.makedirs(self.directory, exist_ok=True)
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)
+            write_atomic(path, buf.getvalue())
+        return entry
+
+    @property
+    def cached_runs(self) -> int:
+        return len(self._runs)
+
+
+def _split(arrays: dict) -> tuple[list, list]:
+    def part(prefix: str) -> list:
+        n = sum(1 for k in arrays if k.startswith(prefix))
+        out = [np.asarray(arrays[f"{prefix}{k}"]) for k in range(n)]
+        for a in out:
+            a.flags.writeable = False
+        return out
+
+    return part("in_"), part("out_")

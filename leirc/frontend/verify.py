@@ -1,27 +1,34 @@
-"""Verification of an imported LEIR kernel against the PyTorch module itself.
+"""Verification of an imported LEIR kernel against the PyTorch module itself, in this process.
 
 For each seed: ``torch.manual_seed(seed)``, fresh ``get_inputs()``, run the PyTorch
 ``Model`` (built once under seed 42 like KernelBench, so its weights equal the imported
-ones) and the LEIR kernel on the same inputs and weights, and compare with the leirc rule
-(``shared/notes/benchmarking.md`` §2.3): shape and dtype equal, no NaN/Inf,
-``|y - y_ref| <= atol + rtol*|y_ref|`` with ``rtol = 1e-4`` and ``atol = 1e-4*max|y_ref|``,
-and ``||y - y_ref|| / ||y_ref|| <= 1e-5`` (catches the all-zero softmax).
+ones) and the LEIR kernel on the same inputs and weights, and compare each output with
+:func:`leirc.verify.compare_output` -- the rule of ``leirc verify`` (shared/notes/
+benchmarking.md §2.3) with the tolerance of the output's dtype (f32 rtol 1e-4 / normwise
+1e-5, f64 1e-9 / 1e-12, f16 and bf16 1e-2 / 1e-3; ``atol = rtol * max|y_ref|``): shape and
+dtype equal, no NaN/Inf, elementwise and normwise. ``rtol``/``norm_tol`` given explicitly
+replace the dtype's.
 
 The LEIR side runs on the reference interpreter (``target="interp"``, :mod:`leirc.interp`)
 or compiled through TVM in a sandboxed worker (``target="llvm"``,
 :func:`leirc.lower.runner.run_kernel`), or through any ``runner(source, inputs) -> outputs``.
+The PyTorch module runs here, in this process; the driver's verify pass and
+:func:`leirc.engine.oracles.verify_model` run it sandboxed in a worker process instead
+(:class:`leirc.engine.oracles.TorchOracle`), with the same comparison.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from ..interp import dtypes as D
+from ..verify import compare_output
 from .errors import FrontendError
 from .loader import LoadedModel, load_model
+
 
 @dataclass
 class Comparison:
@@ -32,39 +39,42 @@ class Comparison:
     max_ref: float = 0.0
 
 
-def compare(y: np.ndarray, y_ref: np.ndarray, rtol: float = 1e-4, norm_tol: float = 1e-5) -> Comparison:
-    """The leirc correctness rule for one output (float arrays; integers must be equal)."""
+def compare(y: np.ndarray, y_ref: np.ndarray, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
+            dtype: Optional[str] = None, where: str = "") -> Comparison:
+    """The leirc correctness rule for one output (:func:`leirc.verify.compare_output`, flat
+    rule). ``dtype`` is the output's LEIR dtype (default: ``y``'s); the reference must have
+    it too. The tolerances are the dtype's unless ``rtol``/``norm_tol`` are given."""
     y = np.asarray(y)
     y_ref = np.asarray(y_ref)
-    if y.shape != y_ref.shape:
-        return Comparison(False, f"shape {list(y.shape)} != reference {list(y_ref.shape)}")
-    if y.dtype != y_ref.dtype:
-        return Comparison(False, f"dtype {y.dtype} != reference {y_ref.dtype}")
-    if y.dtype.kind not in "fc":
-        eq = bool(np.array_equal(y, y_ref))
-        return Comparison(eq, "" if eq else f"{int(np.sum(y != y_ref))} elements differ")
-    if not np.all(np.isfinite(y)):
-        n = int(np.sum(~np.isfinite(y)))
-        return Comparison(False, f"{n} non-finite values (NaN/Inf) in the output")
-    if not np.all(np.isfinite(y_ref)):
-        return Comparison(False, "the PyTorch reference itself has NaN/Inf")
-    y64 = y.astype(np.float64)
-    r64 = y_ref.astype(np.float64)
-    diff = np.abs(y64 - r64)
-    max_ref = float(np.max(np.abs(r64))) if r64.size else 0.0
-    atol = rtol * max_ref
-    max_abs = float(np.max(diff)) if diff.size else 0.0
-    nref = float(np.linalg.norm(r64))
-    nrel = float(np.linalg.norm(y64 - r64) / nref) if nref > 0 else (0.0 if max_abs == 0 else math.inf)
-    bad = diff > atol + rtol * np.abs(r64)
-    if np.any(bad):
-        k = int(np.argmax(diff - (atol + rtol * np.abs(r64))))
-        pos = np.unravel_index(k, y.shape) if y.shape else ()
-        return Comparison(False, f"{int(np.sum(bad))} elements outside tolerance (worst at {list(map(int, pos))}: "
-                                 f"{float(y64.flat[k]):.7g} vs {float(r64.flat[k]):.7g})", max_abs, nrel, max_ref)
-    if nrel > norm_tol:
-        return Comparison(False, f"normwise relative error {nrel:.3g} > {norm_tol:g}", max_abs, nrel, max_ref)
-    return Comparison(True, "", max_abs, nrel, max_ref)
+    if dtype is None:
+        dtype = D.leir_dtype(y.dtype)
+        if dtype is None:
+            return Comparison(False, f"dtype {y.dtype} has no LEIR equivalent")
+    want = D.np_dtype(dtype)
+    if y_ref.dtype != want:
+        return Comparison(False, f"the reference has dtype {D.leir_dtype(y_ref.dtype) or y_ref.dtype}, "
+                                 f"the kernel's output is {dtype}")
+    c = compare_output("Y", y, y_ref, dtype, rtol=rtol, norm_tol=norm_tol, where=where)
+    max_ref = 0.0
+    if y_ref.size and D.is_float(dtype):
+        with np.errstate(invalid="ignore"):
+            finite = np.abs(y_ref.astype(np.float64))[np.isfinite(y_ref.astype(np.float64))]
+        max_ref = float(finite.max()) if finite.size else 0.0
+    reason = "" if c.ok else "; ".join(m.replace("output Y: ", "", 1) for m in c.failures[:2])
+    return Comparison(c.ok, reason, c.max_abs_err, c.norm_rel_err, max_ref)
+
+
+def to_numpy(t) -> np.ndarray:
+    """A PyTorch tensor (or number) as a NumPy array of the matching LEIR dtype (bf16 goes
+    through f32, which holds every bf16 value exactly)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.float().numpy().astype(D.np_dtype("bf16"))
+    return t.numpy()
 
 
 @dataclass
@@ -112,7 +122,7 @@ def torch_reference(loaded: LoadedModel, seed: int):
     with torch.no_grad():
         out = loaded.model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    return inputs, [o.detach().cpu().numpy() if isinstance(o, torch.Tensor) else np.asarray(o) for o in outs]
+    return inputs, [to_numpy(o) for o in outs]
 
 
 def leir_inputs(kernel, inputs: Sequence, weights: dict) -> dict:
@@ -128,7 +138,7 @@ def leir_inputs(kernel, inputs: Sequence, weights: dict) -> dict:
         else:
             if k >= len(tensors):
                 raise FrontendError(f"kernel input '{p.name}' is neither a runtime input nor a weight")
-            feed[p.name] = tensors[k].detach().cpu().numpy()
+            feed[p.name] = to_numpy(tensors[k])
             k += 1
     return feed
 
@@ -159,8 +169,10 @@ def make_runner(target: str, check_result=None, *, threads: Optional[int] = None
 def verify_against_torch(model_path: str, leir_text: str, weights: Optional[dict] = None,
                          seeds: Sequence[int] = (0, 1, 2), runner: Optional[Callable] = None,
                          target: str = "interp", *, loaded: Optional[LoadedModel] = None,
-                         rtol: float = 1e-4, norm_tol: float = 1e-5, threads: Optional[int] = None) -> VerifyResult:
-    """Run the LEIR kernel and the PyTorch model on ``seeds`` and compare (see module doc).
+                         rtol: Optional[float] = None, norm_tol: Optional[float] = None,
+                         threads: Optional[int] = None) -> VerifyResult:
+    """Run the LEIR kernel and the PyTorch model on ``seeds`` and compare (see module doc;
+    ``rtol``/``norm_tol`` default to the output dtype's tolerances).
 
     ``weights``: the parameter inputs by LEIR name (from the import); ``None`` re-imports the
     model to get them. ``runner``: overrides ``target``."""
@@ -191,7 +203,7 @@ def verify_against_torch(model_path: str, leir_text: str, weights: Optional[dict
             if y is None:
                 comps.append(Comparison(False, f"output {p.name} missing"))
                 continue
-            comps.append(compare(np.asarray(y), ref, rtol, norm_tol))
+            comps.append(compare(np.asarray(y), ref, rtol, norm_tol, dtype=p.dtype))
         if len(refs) != len(cr.kernel.outputs):
             comps.append(Comparison(False, f"{len(cr.kernel.outputs)} outputs, PyTorch returns {len(refs)}"))
         results.append(SeedResult(seed, all(c.ok for c in comps), comps))

@@ -9,7 +9,8 @@ from .. import builder as B
 from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, Val, bcast_at, broadcast_shapes, norm_dim
-from .common import ALIASES, BINARY, Expr, TORCH_OF_LEIR, UNARY, contains_val, pretty_target, torch_size
+from .common import (ALIASES, BINARY, Expr, TORCH_OF_LEIR, UNARY, accumulator_dtype, contains_val, pretty_target,
+                     torch_size)
 from .registry import FUNCTIONS, METHODS, MODULES
 
 
@@ -114,7 +115,9 @@ class OpsBase:
 
     def reduce(self, x: Val, dims, keepdim: bool, op: str, term: Callable[[Expr], Expr] = lambda e: e,
                hint: Optional[str] = None, dtype: Optional[str] = None) -> TensorRef:
-        """Reduce ``x`` over ``dims`` (None = all) with ``op`` in + * max min."""
+        """Reduce ``x`` over ``dims`` (None = all) with ``op`` in + * max min. Sums and
+        products of floats accumulate in :func:`accumulator_dtype` (f16/bf16 in f32); max and
+        min are exact in the operand's dtype."""
         nd = x.ndim
         if dims is None:
             dims = list(range(nd))
@@ -143,7 +146,10 @@ class OpsBase:
             return term(x.at(full))
 
         if dtype is None:
-            dtype = x.dtype if x.dtype in A.FLOAT_DTYPES else self.imp.out_dtype()
+            if x.dtype in A.FLOAT_DTYPES:
+                dtype = accumulator_dtype(x.dtype) if op in ("+", "*") else x.dtype
+            else:
+                dtype = self.imp.out_dtype()
         name = self.b.reduce(hint or self.imp.hint, out_shape, red_shape, fn, op, dtype=dtype)
         return TensorRef(name, out_shape, dtype)
 

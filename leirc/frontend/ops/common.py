@@ -24,6 +24,26 @@ def leir_dtype(torch_dtype) -> str:
 
 Expr = A.Expr
 
+#: PyTorch's CPU "opmath" type: half-precision operands are accumulated in f32, and the
+#: result is rounded to the operator's dtype once, where the node's value is used
+_ACCUMULATOR = {"f16": "f32", "bf16": "f32"}
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """The dtype a reduction over ``dtype`` values is accumulated in (f16/bf16 -> f32;
+    f32, f64 and integers accumulate in their own dtype)."""
+    return _ACCUMULATOR.get(dtype, dtype)
+
+
+def stats_dtype(*operands) -> str:
+    """The float dtype of the intermediate statistics of a composite operator (mean, variance,
+    softmax sums, norms, losses) over ``operands`` (values or dtype names): f64 when any
+    operand is f64, else f32 -- so an f64 model never loses precision in an f32 accumulator,
+    and f16/bf16 ones accumulate in f32 like PyTorch."""
+    dts = [o.dtype if isinstance(o, Val) else o for o in operands]
+    return "f64" if "f64" in dts else "f32"
+
+
 SQRT1_2 = 0.7071067811865476
 GELU_TANH_K = 0.7978845608028654  # sqrt(2/pi)
 SELU_ALPHA = 1.6732632423543772848170429916717

@@ -9,7 +9,7 @@ from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, Val
 from .base import OpsBase
-from .common import Expr, pair_arg
+from .common import Expr, accumulator_dtype, pair_arg
 from .registry import function
 
 
@@ -86,7 +86,7 @@ class ConvPoolOps(OpsBase):
             xs = [o[0], cin] + [B.iadd(B.imul(o[2 + k], st[k]), B.imul(r[1 + k], dl[k])) for k in range(nd)]
             return B.mul(xp.at(xs), weight.at([o[1], r[0]] + list(r[1:])))
 
-        dt = self.imp.out_dtype()
+        dt = accumulator_dtype(self.imp.out_dtype())
         name = self.b.reduce(self.imp.hint, out_shape, red_shape, fn, "+", dtype=dt)
         if bias is not None:
             self.b.update(name, out_shape, lambda idx, cur: B.add(cur, bias.at([idx[1]])), dt)
@@ -147,7 +147,7 @@ class ConvPoolOps(OpsBase):
             w = weight.at([cin, oc] + list(r[1:]))
             return B.mul(B.select(cond, xv, B.fconst(0.0)), w)
 
-        dt = self.imp.out_dtype()
+        dt = accumulator_dtype(self.imp.out_dtype())
         name = self.b.reduce(self.imp.hint, out_shape, red_shape, fn, "+", dtype=dt)
         if bias is not None:
             self.b.update(name, out_shape, lambda idx, cur: B.add(cur, bias.at([idx[1]])), dt)
@@ -234,8 +234,9 @@ class ConvPoolOps(OpsBase):
         def fn(o, r):
             return xp.at(list(o[:lead]) + [B.iadd(B.imul(o[lead + k], st[k]), r[k]) for k in range(nd)])
 
-        s = self.b.reduce(f"{h}_sum", out_shape, ks, fn, "+", dtype=x.dtype)
-        sref = TensorRef(s, out_shape, x.dtype)
+        acc = accumulator_dtype(x.dtype)
+        s = self.b.reduce(f"{h}_sum", out_shape, ks, fn, "+", dtype=acc)
+        sref = TensorRef(s, out_shape, acc)
         if divisor_override:
             return self.scalar_div(sref, divisor_override)
         if count_include_pad or not any(pd):
@@ -253,7 +254,7 @@ class ConvPoolOps(OpsBase):
                 e = c if e is None else B.mul(e, c)
             return e
 
-        name = self.b.assign(h, out_shape, lambda idx: B.div(sref.at(idx), B.call("f32", count(idx))), x.dtype)
+        name = self.b.assign(h, out_shape, lambda idx: B.div(sref.at(idx), B.call(acc, count(idx))), x.dtype)
         return TensorRef(name, out_shape, x.dtype)
 
     @function('avg_pool1d')
@@ -312,8 +313,9 @@ class ConvPoolOps(OpsBase):
         if kind == "max":
             name = self.b.reduce(h, out_shape, kmax, fn, "max", dtype=x.dtype)
             return TensorRef(name, out_shape, x.dtype)
-        s = self.b.reduce(f"{h}_sum", out_shape, kmax, fn, "+", dtype=x.dtype)
-        sref = TensorRef(s, out_shape, x.dtype)
+        acc = accumulator_dtype(x.dtype)
+        s = self.b.reduce(f"{h}_sum", out_shape, kmax, fn, "+", dtype=acc)
+        sref = TensorRef(s, out_shape, acc)
 
         def count(idx):
             e = None
@@ -323,7 +325,7 @@ class ConvPoolOps(OpsBase):
                 e = c if e is None else B.mul(e, c)
             return e
 
-        name = self.b.assign(h, out_shape, lambda idx: B.div(sref.at(idx), B.call("f32", count(idx))), x.dtype)
+        name = self.b.assign(h, out_shape, lambda idx: B.div(sref.at(idx), B.call(acc, count(idx))), x.dtype)
         return TensorRef(name, out_shape, x.dtype)
 
     @function('adaptive_avg_pool1d')

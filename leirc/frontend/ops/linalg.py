@@ -9,7 +9,7 @@ from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, Val, bcast_at, broadcast_shapes
 from .base import OpsBase
-from .common import batched_at
+from .common import accumulator_dtype, batched_at, stats_dtype
 from .registry import function
 
 
@@ -37,7 +37,7 @@ class LinalgOps(OpsBase):
             return B.mul(batched_at(a2, batch, bi, [i, kk]), batched_at(b2, batch, bi, [kk, j]))
 
         out_shape = tuple(batch) + (m, n)
-        dt = self.imp.out_dtype()
+        dt = accumulator_dtype(self.imp.out_dtype())
         name = self.b.reduce(hint or self.imp.hint, out_shape, [k], fn, "+", dtype=dt)
         res: Val = TensorRef(name, out_shape, dt)
         if b.ndim == 1:
@@ -95,7 +95,7 @@ class LinalgOps(OpsBase):
         o_dim, k_dim = weight.shape
         lead = tuple(x.shape[:-1])
         nl = len(lead)
-        dt = self.imp.out_dtype()
+        dt = accumulator_dtype(self.imp.out_dtype())
         name = self.b.reduce(self.imp.hint, lead + (o_dim,), [k_dim],
                              lambda o, r: B.mul(x.at(list(o[:nl]) + [r[0]]), weight.at([o[nl], r[0]])), "+", dtype=dt)
         if bias is not None:
@@ -107,7 +107,7 @@ class LinalgOps(OpsBase):
         # y[n, o] = sum_{i,j} x1[n,i] W[o,i,j] x2[n,j] + b[o]
         n = input1.shape[0]
         o_dim, i_dim, j_dim = weight.shape
-        dt = self.imp.out_dtype()
+        dt = accumulator_dtype(self.imp.out_dtype())
         name = self.b.reduce(self.imp.hint, (n, o_dim), [i_dim, j_dim], lambda o, r: B.mul(
             B.mul(input1.at([o[0], r[0]]), weight.at([o[1], r[0], r[1]])), input2.at([o[0], r[1]])), "+", dtype=dt)
         if bias is not None:
@@ -154,7 +154,7 @@ class LinalgOps(OpsBase):
                 e = a if e is None else B.mul(e, a)
             return e
 
-        dt = self.imp.out_dtype()
+        dt = accumulator_dtype(self.imp.out_dtype())
         if not red:
             name = self.b.assign(self.imp.hint, out_shape, lambda o: fn(o, []), dt)
         else:
@@ -182,9 +182,11 @@ class LinalgOps(OpsBase):
         sc = float(scale) if scale is not None else 1.0 / math.sqrt(E)
         h = self.imp.hint
         s_shape = tuple(batch) + (L, S)
+        dt = stats_dtype(q, k, v)
         sname = self.b.reduce(f"{h}_qk", s_shape, [E], lambda o, r: B.mul(
-            batched_at(q, batch, o[:nb], [o[nb], r[0]]), batched_at(k, batch, o[:nb], [o[nb + 1], r[0]])), "+")
-        sref = TensorRef(sname, s_shape)
+            batched_at(q, batch, o[:nb], [o[nb], r[0]]), batched_at(k, batch, o[:nb], [o[nb + 1], r[0]])), "+",
+            dtype=dt)
+        sref = TensorRef(sname, s_shape, dt)
 
         def scaled(idx):
             e = B.mul(sref.at(idx), B.fconst(sc))
@@ -198,9 +200,9 @@ class LinalgOps(OpsBase):
                 e = B.select(B.cmp("<=", j, i), e, B.NEG_INF)
             return e
 
-        scn = self.b.assign(f"{h}_scores", s_shape, scaled)
-        p = self._softmax(TensorRef(scn, s_shape), -1, False)
+        scn = self.b.assign(f"{h}_scores", s_shape, scaled, dt)
+        p = self._softmax(TensorRef(scn, s_shape, dt), -1, False)
         o_shape = tuple(batch) + (L, Ev)
         name = self.b.reduce(h, o_shape, [S], lambda o, r: B.mul(
-            p.at(list(o[:nb]) + [o[nb], r[0]]), batched_at(v, batch, o[:nb], [r[0], o[nb + 1]])), "+")
-        return TensorRef(name, o_shape)
+            p.at(list(o[:nb]) + [o[nb], r[0]]), batched_at(v, batch, o[:nb], [r[0], o[nb + 1]])), "+", dtype=dt)
+        return TensorRef(name, o_shape, dt)

@@ -9,7 +9,7 @@ from .. import builder as B
 from ..errors import UnsupportedOpError
 from ..values import ExprVal, TensorRef, Val, bcast_at, broadcast_shapes, norm_dim
 from .base import OpsBase
-from .common import square_expr
+from .common import square_expr, stats_dtype
 from .registry import function
 
 
@@ -41,7 +41,7 @@ class LossOps(OpsBase):
 
     def _pointwise2(self, a, b, f):
         shape = broadcast_shapes(a.shape, b.shape)
-        return ExprVal(shape, lambda idx: f(bcast_at(a, shape, idx), bcast_at(b, shape, idx)))
+        return ExprVal(shape, lambda idx: f(bcast_at(a, shape, idx), bcast_at(b, shape, idx)), stats_dtype(a, b))
 
     @function('mse_loss')
     def f_mse_loss(self, input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -120,7 +120,8 @@ class LossOps(OpsBase):
         elem = self._pointwise2(input, target, f)
         if weight is not None:
             e0 = elem
-            elem = ExprVal(e0.shape, lambda idx: B.mul(e0.at(idx), bcast_at(weight, e0.shape, idx)))
+            elem = ExprVal(e0.shape, lambda idx: B.mul(e0.at(idx), bcast_at(weight, e0.shape, idx)),
+                           stats_dtype(e0, weight))
         return self._loss_reduce(elem, red)
 
     @function('binary_cross_entropy_with_logits')
@@ -150,15 +151,16 @@ class LossOps(OpsBase):
         lsm = self._softmax(input, 1, True)
         ii = int(ignore_index)
         # picked[n] = sum_c [c == target[n]] * logp[n, c] (a one-hot contraction, no gather)
+        dt = stats_dtype(input)
         picked = self.b.reduce(f"{h}_nll", [n], [c], lambda o, r: B.select(
-            B.cmp("==", r[0], target.at([o[0]])), B.neg(lsm.at([o[0], r[0]])), B.fconst(0.0)), "+")
-        pref = TensorRef(picked, [n])
+            B.cmp("==", r[0], target.at([o[0]])), B.neg(lsm.at([o[0], r[0]])), B.fconst(0.0)), "+", dtype=dt)
+        pref = TensorRef(picked, [n], dt)
         valid = lambda idx: B.cmp("!=", target.at(idx), B.const(ii))  # noqa: E731
-        elem = ExprVal([n], lambda idx: B.select(valid(idx), pref.at(idx), B.fconst(0.0)))
+        elem = ExprVal([n], lambda idx: B.select(valid(idx), pref.at(idx), B.fconst(0.0)), dt)
         if red != "mean":
             return self._loss_reduce(elem, red)
         s = self.reduce(elem, None, False, "+", hint=f"{h}_sum")
-        cnt = self.reduce(ExprVal([n], lambda idx: B.select(valid(idx), B.fconst(1.0), B.fconst(0.0))), None, False,
+        cnt = self.reduce(ExprVal([n], lambda idx: B.select(valid(idx), B.fconst(1.0), B.fconst(0.0)), dt), None, False,
                           "+", hint=f"{h}_count")
         return self.ew([s, cnt], B.div, shape=())
 
@@ -167,9 +169,10 @@ class LossOps(OpsBase):
         shape = broadcast_shapes(x1.shape, x2.shape)
         d = norm_dim(dim, len(shape))
         h = self.imp.hint
-        a = ExprVal(shape, lambda idx: bcast_at(x1, shape, idx))
-        b = ExprVal(shape, lambda idx: bcast_at(x2, shape, idx))
-        dot = self.reduce(ExprVal(shape, lambda idx: B.mul(a.at(idx), b.at(idx))), [d], False, "+", hint=f"{h}_dot")
+        dt = stats_dtype(x1, x2)
+        a = ExprVal(shape, lambda idx: bcast_at(x1, shape, idx), dt)
+        b = ExprVal(shape, lambda idx: bcast_at(x2, shape, idx), dt)
+        dot = self.reduce(ExprVal(shape, lambda idx: B.mul(a.at(idx), b.at(idx)), dt), [d], False, "+", hint=f"{h}_dot")
         n1 = self.reduce(a, [d], False, "+", term=square_expr, hint=f"{h}_sq1")
         n2 = self.reduce(b, [d], False, "+", term=square_expr, hint=f"{h}_sq2")
         e = B.fconst(float(eps))
@@ -181,7 +184,7 @@ class LossOps(OpsBase):
     def f_pairwise_distance(self, x1, x2, p=2.0, eps=1e-6, keepdim=False):
         shape = broadcast_shapes(x1.shape, x2.shape)
         diff = ExprVal(shape, lambda idx: B.add(B.sub(bcast_at(x1, shape, idx), bcast_at(x2, shape, idx)),
-                                               B.fconst(float(eps))))
+                                               B.fconst(float(eps))), stats_dtype(x1, x2))
         return self._pnorm_lastdim(diff, p, keepdim)
 
     def _pnorm_lastdim(self, diff: Val, p, keepdim):
@@ -210,7 +213,7 @@ class LossOps(OpsBase):
             dan = self.ew([dan, dpn], lambda a, b: B.call("min", a, b), shape=dan.shape, hint=f"{h}_dneg")
         m = float(margin)
         elem = ExprVal(dap.shape, lambda idx: B.call("max", B.add(B.sub(dap.at(idx), dan.at(idx)), B.fconst(m)),
-                                                     B.fconst(0.0)))
+                                                     B.fconst(0.0)), stats_dtype(dap, dan))
         return self._loss_reduce(elem, red)
 
     @function('cosine_embedding_loss')
@@ -219,7 +222,8 @@ class LossOps(OpsBase):
         red = self._legacy_reduction(size_average, reduce, reduction)
         h = self.imp.hint
         d = input1.ndim - 1
-        dot = self.reduce(ExprVal(input1.shape, lambda idx: B.mul(input1.at(idx), input2.at(idx))), [d], False, "+",
+        dot = self.reduce(ExprVal(input1.shape, lambda idx: B.mul(input1.at(idx), input2.at(idx)),
+                                  stats_dtype(input1, input2)), [d], False, "+",
                           hint=f"{h}_dot")
         m1 = self.reduce(input1, [d], False, "+", term=square_expr, hint=f"{h}_sq1")
         m2 = self.reduce(input2, [d], False, "+", term=square_expr, hint=f"{h}_sq2")
@@ -242,7 +246,8 @@ class LossOps(OpsBase):
         red = self._legacy_reduction(size_average, reduce, reduction)
         shape = broadcast_shapes(input1.shape, input2.shape, target.shape)
         elem = ExprVal(shape, lambda idx: B.call("max", B.add(B.mul(B.neg(bcast_at(target, shape, idx)), B.sub(
-            bcast_at(input1, shape, idx), bcast_at(input2, shape, idx))), B.fconst(float(margin))), B.fconst(0.0)))
+            bcast_at(input1, shape, idx), bcast_at(input2, shape, idx))), B.fconst(float(margin))), B.fconst(0.0)),
+            stats_dtype(input1, input2))
         return self._loss_reduce(elem, red)
 
     # ------------------------------------------------------------------

@@ -9,17 +9,22 @@ from .. import builder as B
 from ..errors import UnsupportedOpError
 from ..values import TensorRef, norm_dim
 from .base import OpsBase
-from .common import square_expr
+from .common import square_expr, stats_dtype
 from .registry import function
+
+
+#: torch.finfo(dtype).eps, rms_norm's default epsilon
+_MACHINE_EPS = {"f64": 2.220446049250313e-16, "f32": 1.1920928955078125e-07, "f16": 0.0009765625, "bf16": 0.0078125}
 
 
 class NormOps(OpsBase):
     # ------------------------------------------------------------------
     # normalization
 
-    def _moments(self, out_shape, red_shape, gather, eps, h, dtype="f32"):
+    def _moments(self, out_shape, red_shape, gather, eps, h, dtype):
         """Mean and 1/sqrt(var + eps) over ``red_shape`` for every ``out_shape`` index;
-        ``gather(o, r)`` is the element. Two passes (mean, then squared deviations)."""
+        ``gather(o, r)`` is the element. Two passes (mean, then squared deviations), in
+        ``dtype`` (:func:`stats_dtype` of the input)."""
         n = math.prod(red_shape)
         s = self.b.reduce(f"{h}_sum", out_shape, red_shape, gather, "+", dtype=dtype)
         mean = self.b.assign(f"{h}_mean", out_shape, lambda o: B.div(A.Access(s, dtype, "g", tuple(o)),
@@ -51,7 +56,8 @@ class NormOps(OpsBase):
         outer = list(x.shape[:-k])
         red = list(x.shape[-k:])
         no = len(outer)
-        mean, rstd = self._moments(outer, red, lambda o, r: x.at(list(o) + list(r)), eps, self.imp.hint)
+        mean, rstd = self._moments(outer, red, lambda o, r: x.at(list(o) + list(r)), eps, self.imp.hint,
+                                   stats_dtype(x))
         return self._affine_out(x, mean, rstd, lambda idx: idx[:no], weight, bias, lambda idx: idx[no:])
 
     @function('group_norm')
@@ -62,7 +68,7 @@ class NormOps(OpsBase):
         cg = c // g
         sp = list(x.shape[2:])
         mean, rstd = self._moments([n, g], [cg] + sp, lambda o, r: x.at(
-            [o[0], B.iadd(B.imul(o[1], cg), r[0])] + list(r[1:])), eps, self.imp.hint)
+            [o[0], B.iadd(B.imul(o[1], cg), r[0])] + list(r[1:])), eps, self.imp.hint, stats_dtype(x))
         return self._affine_out(x, mean, rstd, lambda idx: [idx[0], B.ifloordiv(idx[1], cg)], weight, bias,
                                 lambda idx: [idx[1]])
 
@@ -74,7 +80,8 @@ class NormOps(OpsBase):
             return self._norm_running(x, running_mean, running_var, weight, bias, eps)
         n, c = x.shape[:2]
         sp = list(x.shape[2:])
-        mean, rstd = self._moments([n, c], sp, lambda o, r: x.at(list(o) + list(r)), eps, self.imp.hint)
+        mean, rstd = self._moments([n, c], sp, lambda o, r: x.at(list(o) + list(r)), eps, self.imp.hint,
+                                   stats_dtype(x))
         return self._affine_out(x, mean, rstd, lambda idx: idx[:2], weight, bias, lambda idx: [idx[1]])
 
     @function('batch_norm')
@@ -85,29 +92,34 @@ class NormOps(OpsBase):
             return self._norm_running(x, running_mean, running_var, weight, bias, eps)
         n, c = x.shape[:2]
         sp = list(x.shape[2:])
-        mean, rstd = self._moments([c], [n] + sp, lambda o, r: x.at([r[0], o[0]] + list(r[1:])), eps, self.imp.hint)
+        mean, rstd = self._moments([c], [n] + sp, lambda o, r: x.at([r[0], o[0]] + list(r[1:])), eps, self.imp.hint,
+                                   stats_dtype(x))
         return self._affine_out(x, mean, rstd, lambda idx: [idx[1]], weight, bias, lambda idx: [idx[1]])
 
     def _norm_running(self, x, rm, rv, w, b, eps):
         c = x.shape[1]
-        rstd = self.b.assign(f"{self.imp.hint}_rstd", [c], lambda o: B.call("rsqrt", B.add(rv.at(o), B.fconst(float(eps)))))
-        return self._affine_out(x, rm, TensorRef(rstd, [c]), lambda idx: [idx[1]], w, b, lambda idx: [idx[1]])
+        dt = stats_dtype(x, rv)
+        rstd = self.b.assign(f"{self.imp.hint}_rstd", [c], lambda o: B.call("rsqrt", B.add(rv.at(o), B.fconst(float(eps)))),
+                             dt)
+        return self._affine_out(x, rm, TensorRef(rstd, [c], dt), lambda idx: [idx[1]], w, b, lambda idx: [idx[1]])
 
     @function('rms_norm')
     def f_rms_norm(self, input, normalized_shape, weight=None, eps=None):
         x = input
-        if eps is None:
-            eps = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps
+        if eps is None:  # PyTorch: torch.finfo(input.dtype).eps
+            eps = _MACHINE_EPS.get(x.dtype, _MACHINE_EPS["f32"])
         k = len(normalized_shape) if isinstance(normalized_shape, (list, tuple)) else 1
         outer = list(x.shape[:-k])
         red = list(x.shape[-k:])
         no = len(outer)
         n = math.prod(red)
         h = self.imp.hint
-        s = self.b.reduce(f"{h}square_expr", outer, red, lambda o, r: square_expr(x.at(list(o) + list(r))), "+")
+        dt = stats_dtype(x)
+        s = self.b.reduce(f"{h}square_expr", outer, red, lambda o, r: square_expr(x.at(list(o) + list(r))), "+",
+                          dtype=dt)
         r = self.b.assign(f"{h}_rstd", outer, lambda o: B.call("rsqrt", B.add(
-            B.div(A.Access(s, "f32", "g", tuple(o)), B.fconst(float(n))), B.fconst(float(eps)))))
-        rr = TensorRef(r, outer)
+            B.div(A.Access(s, dt, "g", tuple(o)), B.fconst(float(n))), B.fconst(float(eps)))), dt)
+        rr = TensorRef(r, outer, dt)
 
         def fn(idx):
             e = B.mul(x.at(idx), rr.at(idx[:no]))

@@ -10,7 +10,7 @@ from .. import values as Vs
 from ..errors import UnsupportedOpError
 from ..values import ExprVal, TensorRef, Val, bcast_at, norm_dim
 from .base import OpsBase
-from .common import Poison, ValuesIndices, drop_dims, square_expr
+from .common import Poison, ValuesIndices, accumulator_dtype, drop_dims, square_expr, stats_dtype
 from .registry import function
 
 
@@ -22,7 +22,8 @@ class ReduceOps(OpsBase):
     def f_sum(self, input, dim=None, keepdim=False, *, dtype=None):
         if isinstance(dim, bool):  # sum(x, keepdim) misuse
             raise UnsupportedOpError("sum with a bool dim")
-        dt = self.imp.out_dtype()
+        # the node's dtype rounds the accumulator once where the sum is used (f16 sums in f32)
+        dt = accumulator_dtype(self.imp.out_dtype())
         return self.reduce(input, dim, keepdim, "+", dtype=dt)
 
     @function('nansum')
@@ -34,7 +35,7 @@ class ReduceOps(OpsBase):
     def f_mean(self, input, dim=None, keepdim=False, *, dtype=None):
         dims = self._full_reduce_shape(input, dim, keepdim)
         n = math.prod(input.shape[d] for d in dims)
-        s = self.reduce(input, dims, keepdim, "+", hint=f"{self.imp.hint}_sum", dtype="f32")
+        s = self.reduce(input, dims, keepdim, "+", hint=f"{self.imp.hint}_sum", dtype=stats_dtype(input))
         return self.scalar_div(s, n)
 
     @function('prod')
@@ -80,8 +81,8 @@ class ReduceOps(OpsBase):
         dims = self._full_reduce_shape(input, dim, keepdim)
         h = self.imp.hint
         m = self.reduce(input, dims, True, "max", hint=f"{h}_max")
-        s = self.reduce(ExprVal(input.shape, lambda idx: B.call("exp", B.sub(input.at(idx), bcast_at(m, input.shape, idx)))),
-                        dims, True, "+", hint=f"{h}_sum")
+        s = self.reduce(ExprVal(input.shape, lambda idx: B.call("exp", B.sub(input.at(idx), bcast_at(m, input.shape, idx))),
+                                stats_dtype(input)), dims, True, "+", hint=f"{h}_sum")
         # guard -inf rows like torch: max == -inf -> use 0 offset; rows of finite data are the common case
         res = self.ew([m, s], lambda a, b: B.add(a, B.call("log", b)), shape=m.shape)
         return res if keepdim else Vs.squeeze(res, dims)
@@ -90,10 +91,11 @@ class ReduceOps(OpsBase):
         dims = self._full_reduce_shape(input, dim, keepdim)
         n = math.prod(input.shape[d] for d in dims)
         h = hint or self.imp.hint
-        s = self.reduce(input, dims, True, "+", hint=f"{h}_sum")
+        acc = stats_dtype(input)
+        s = self.reduce(input, dims, True, "+", hint=f"{h}_sum", dtype=acc)
         mean = self.scalar_div(s, n, hint=f"{h}_mean")
-        q = self.reduce(ExprVal(input.shape, lambda idx: square_expr(B.sub(input.at(idx), bcast_at(mean, input.shape, idx)))),
-                        dims, True, "+", hint=f"{h}square_expr")
+        q = self.reduce(ExprVal(input.shape, lambda idx: square_expr(B.sub(input.at(idx), bcast_at(mean, input.shape, idx))),
+                                acc), dims, True, "+", hint=f"{h}square_expr")
         denom = max(n - correction, 0)
         return q, denom, dims
 
@@ -151,6 +153,7 @@ class ReduceOps(OpsBase):
         d = norm_dim(dim, x.ndim)
         name = self.b.names.fresh(self.imp.hint)
         ident = B.fconst(0.0 if op == "+" else 1.0)
+        dt = accumulator_dtype(x.dtype)
 
         def fn(idx):
             j = idx[d]
@@ -158,11 +161,11 @@ class ReduceOps(OpsBase):
                 return x.at(idx)
             prev = list(idx)
             prev[d] = B.isub(j, B.const(1))
-            acc = A.Access(name, x.dtype, "g", tuple(prev))
+            acc = A.Access(name, dt, "g", tuple(prev))
             return A.BinOp(op, B.select(B.cmp("<=", B.const(1), j), acc, ident), x.at(idx))
 
-        self.b.assign(name, x.shape, fn, x.dtype, name=name)
-        return TensorRef(name, x.shape, x.dtype)
+        self.b.assign(name, x.shape, fn, dt, name=name)
+        return TensorRef(name, x.shape, dt)
 
     # ------------------------------------------------------------------
     # softmax family
@@ -177,17 +180,21 @@ class ReduceOps(OpsBase):
         h = self.imp.hint
         src = x if not neg else ExprVal(x.shape, lambda idx: B.neg(x.at(idx)), x.dtype)
         m = self.reduce(src, [d], False, "max", hint=f"{h}_max")
+        acc = stats_dtype(x)
+
+        def widen(e):  # PyTorch computes the softmax of f16/bf16 values in f32
+            return e if x.dtype == acc else B.call(acc, e)
 
         def shifted(idx):
-            return B.sub(src.at(idx), m.at(drop_dims(idx, [d])))
+            return B.sub(widen(src.at(idx)), widen(m.at(drop_dims(idx, [d]))))
 
-        s = self.reduce(ExprVal(x.shape, lambda idx: B.call("exp", shifted(idx))), [d], False, "+", hint=f"{h}_sum")
+        s = self.reduce(ExprVal(x.shape, lambda idx: B.call("exp", shifted(idx)), acc), [d], False, "+", hint=f"{h}_sum")
         if log:
             f = lambda idx: B.sub(shifted(idx), B.call("log", s.at(drop_dims(idx, [d]))))  # noqa: E731
         else:
             f = lambda idx: B.div(B.call("exp", shifted(idx)), s.at(drop_dims(idx, [d])))  # noqa: E731
-        name = self.b.assign(h, x.shape, f, "f32")
-        return TensorRef(name, x.shape, "f32")
+        name = self.b.assign(h, x.shape, f, acc)
+        return TensorRef(name, x.shape, acc)
 
     @function('softmax')
     def f_softmax(self, input, dim=None, _stacklevel=3, dtype=None):
