@@ -35,6 +35,9 @@ COMMANDS = [
     "strategies",
     "apply",
     "simplify",
+    "memory",
+    "dataset",
+    "lsp",
 ]
 
 

@@ -229,7 +229,8 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
            runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
            timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
            oracle: str = "vectorized", numerics: Optional[str] = None,
-           min_samples: Optional[int] = MIN_SAMPLES) -> VerifyReport:
+           min_samples: Optional[int] = MIN_SAMPLES,
+           progress: Optional[Callable[[int, int, str], None]] = None) -> VerifyReport:
     """Verify ``candidate_source`` against ``reference_source``; see :func:`_verify`.
 
     Without a ``runner``, a compiled candidate runs in one sandboxed worker session built
@@ -250,7 +251,8 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
     try:
         rep = _verify(candidate_source, reference_source, kernel=kernel, seeds=seeds, dists=dists, target=target,
                       runner=runner, rtol=rtol, norm_tol=norm_tol, timeout=timeout, reference_cache=reference_cache,
-                      probes=probes, domains=domains, oracle=oracle, min_samples=min_samples)
+                      probes=probes, domains=domains, oracle=oracle, min_samples=min_samples,
+                      progress=progress)
     finally:
         if own is not None:
             own.close()
@@ -262,7 +264,8 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
             seeds=(0, 1, 2), dists=None, target: str = "llvm",
             runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
             timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
-            oracle: str = "vectorized", min_samples: Optional[int] = MIN_SAMPLES) -> VerifyReport:
+            oracle: str = "vectorized", min_samples: Optional[int] = MIN_SAMPLES,
+            progress: Optional[Callable[[int, int, str], None]] = None) -> VerifyReport:
     """Verify ``candidate_source`` (compiled for ``target``, or interpreted when
     ``target="interp"``) against the interpreter run of ``reference_source`` (default: the
     candidate program itself). ``runner`` replaces ``leirc.lower.runner.run_kernel``.
@@ -277,7 +280,9 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     (open interval) and replaces their inferred domains. ``rtol``/``norm_tol`` given
     explicitly select the flat tolerance instead of the arithmetic bound. ``oracle``
     "literal" runs the reference loop by loop (``Interpreter(ref, vectorize=False)``: the
-    semantics itself, slow, for small kernels); "vectorized" is the default."""
+    semantics itself, slow, for small kernels); "vectorized" is the default. ``progress`` is
+    called after every candidate run with (runs done, runs planned, label); a failing run
+    ends the verification before the plan is done."""
     t0 = time.perf_counter()
     default_grid = dists is None
     dists = list(DEFAULT_DISTS if dists is None else dists)
@@ -532,6 +537,17 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     stop = False
     per_run = sum(int(np.prod(sh, dtype=np.int64)) for _, _, sh in outs_spec)
     checked = dict.fromkeys(dists, 0)
+    per_dist = len(seeds)
+    if min_samples is not None and per_run > 0:
+        per_dist = min(per_dist, max(1, -(-min_samples // per_run)))
+    planned = per_dist * len(dists) + len(probes) + (runner is not interp_runner)
+    done = 0
+
+    def ran(label: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, max(planned, done), label)
     for k, seed in enumerate(seeds):
         for dist in dists:
             if k > 0 and min_samples is not None and checked[dist] >= min_samples:
@@ -551,6 +567,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 break
             rep.runs += 1
             r = check_run(inputs, ref_out, ref_unw, label, True)
+            ran(label)
             if r is None:
                 stop = True
                 break
@@ -584,6 +601,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 break
             rep.probe_runs += 1
             r = check_run(inputs, ref_out, ref_unw, label, True, probe=probe)
+            ran(label)
             if r is None:
                 stop = True
                 break
@@ -593,6 +611,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         inputs, ref_out, ref_unw, label, _, first_outs = first
         n_before = len(fails)
         r = check_run(inputs, ref_out, ref_unw, label + ", repeated", False, same_as=first_outs)
+        ran(label + ", repeated")
         if r is not None and len(fails) > n_before:
             fail(f"output depends on previous run: repeating the first run ({label}) with fresh buffers "
                  f"gave a wrong result")
