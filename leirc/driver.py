@@ -357,7 +357,8 @@ def _verify_against_interpreter(b: Build, j: Job) -> None:
         why = "; ".join(rep.failures[:3]) if rep is not None and rep.failures else f"{e.error_kind}: {e.error}"
         raise _fail("verify", "E053", f"{b.options.optimizer().name} result of kernel '{j.name}' does not verify "
                     "against the original: " + why, j.current.kernel.span, b.file)
-    b.note(f"verified {j.name}: max_abs_err={rep.max_abs_err:.3g}, norm_rel_err={rep.norm_rel_err:.3g}")
+    b.note(f"verified {j.name} on {rep.target or 'llvm'}: max_abs_err={rep.max_abs_err:.3g}, "
+           f"norm_rel_err={rep.norm_rel_err:.3g}")
 
 
 def _verify_against_module(b: Build, j: Job) -> None:
@@ -487,12 +488,20 @@ def render_after(name: str, b: Build) -> str:
     return ""
 
 
-def run_pipeline(b: Build, *, until: Optional[str] = None, print_after=(), out=None) -> Build:
-    """Run the passes in order (up to and including ``until``)."""
+def run_pipeline(b: Build, *, until: Optional[str] = None, print_after=(), out=None,
+                 on_pass: Optional[Callable[[str, Build], None]] = None,
+                 after_pass: Optional[Callable[[str, Build], None]] = None) -> Build:
+    """Run the passes in order (up to and including ``until``). ``on_pass(name, build)`` is
+    called as each pass starts and ``after_pass(name, build)`` when it is done (a client's
+    progress display)."""
     out = out or sys.stdout
     until = PASS_ALIASES.get(until, until)
     for name, fn in PASSES:
+        if on_pass is not None:
+            on_pass(name, b)
         b = fn(b)
+        if after_pass is not None:
+            after_pass(name, b)
         for asked in print_after:
             if PASS_ALIASES.get(asked, asked) == name:
                 print(f"// ===== after {asked} =====", file=out)

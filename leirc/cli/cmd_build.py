@@ -154,23 +154,17 @@ def _refuse_empty(data: bytes, name: str) -> None:
 
 
 def _run_passes(b, print_after: list, progress: Progress):
-    """The driver's passes in order, with a stage line as each starts (the driver's
-    ``run_pipeline`` runs them silently) and ``--print-after`` after each."""
-    from ..driver import PASS_ALIASES, PASSES, render_after
+    """The driver's pipeline with a stage line as each pass that has work starts, a bar over
+    the passes, and ``--print-after`` after each."""
+    from ..driver import PASSES, run_pipeline
 
-    wanted = {PASS_ALIASES.get(p, p) for p in print_after}
     with progress.bar(total=len(PASSES), desc="build") as bar:
-        for name, fn in PASSES:
+        def on_pass(name, b):
             if _stage_runs(name, b):
                 progress.stage(STAGES.get(name, name))
-            b = fn(b)
-            bar.update(1, desc=name)
-            if name in wanted:
-                for asked in print_after:
-                    if PASS_ALIASES.get(asked, asked) == name:
-                        print(f"// ===== after {asked} =====")
-                        print(render_after(name, b))
-    return b
+
+        return run_pipeline(b, print_after=print_after, on_pass=on_pass,
+                            after_pass=lambda name, b: bar.update(1, desc=name))
 
 
 def _stage_runs(name: str, b) -> bool:

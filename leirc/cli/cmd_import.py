@@ -39,7 +39,7 @@ def run(args) -> int:
         require_torch()
     except UsageError as e:
         raise CliError(str(e), 2, kind="environment") from None
-    from ..frontend import FrontendError, import_model, verify_against_torch
+    from ..frontend import FrontendError, import_model
 
     if not os.path.isfile(args.model):
         raise CliError(f"{args.model}: " + ("is a directory" if os.path.isdir(args.model) else "no such file"), 2,
@@ -65,11 +65,14 @@ def run(args) -> int:
     print(f"imported {args.model}{where}{wmsg}", file=sys.stderr)
     if args.verify:
         progress.stage(f"verifying against the PyTorch module on {args.target}")
+        # the module runs in the oracle's worker process, not in the compiler's
+        from ..engine.oracles import OracleError, summary, verify_model
+
         try:
-            v = verify_against_torch(args.model, res.text, res.weights, target=args.target)
-        except FrontendError as e:
+            rep = verify_model(args.model, res.text, res, target=args.target)
+        except OracleError as e:
             raise CliError(str(e), 1, kind="verify") from None
-        print(("ok: " if v.ok else "FAILED: ") + v.summary(), file=sys.stderr)
-        if not v.ok:
+        print(("ok: " if rep.equal else "FAILED: ") + summary(rep), file=sys.stderr)
+        if not rep.equal:
             return 1
     return 0

@@ -174,16 +174,23 @@ def run(args) -> int:
     progress.stage(f"verify: {what} the candidate on seeds {','.join(map(str, seeds))} against the reference "
                    "interpreter")
     if args.target == "interp":
-        rep = verify(sources[0], reference, kernel=args.kernel, seeds=seeds, dists=dists, probes=probes,
-                     domains=domains or None, oracle=args.oracle, target="interp", rtol=rtol, norm_tol=norm_tol,
-                     timeout=timeout)
+        with progress.bar(total=0, desc="verify") as bar:
+            rep = verify(sources[0], reference, kernel=args.kernel, seeds=seeds, dists=dists, probes=probes,
+                         domains=domains or None, oracle=args.oracle, target="interp", rtol=rtol,
+                         norm_tol=norm_tol, timeout=timeout,
+                         progress=lambda done, planned, label: bar.update(1, desc=label, total=planned))
     else:
         # the engine's door: one sandboxed session builds the candidate once for every run
         from ..engine.evaluate import Evaluator
 
         opts = {"probes": probes, "domains": domains or None, "oracle": args.oracle}
         with Evaluator(args.target, seeds=seeds, dists=dists, time=False, rtol=rtol, norm_tol=norm_tol,
-                       timeout=timeout, prestart=False, verify_options=opts, threads=args.threads) as ev:
+                       timeout=timeout, prestart=False, verify_options=opts, threads=args.threads) as ev, \
+                progress.bar(total=0, desc="verify") as bar:
+            def on_run(done, planned, label):
+                bar.update(1, desc=label, total=planned)
+
+            ev.progress = on_run
             e = ev.evaluate(sources[0], kernel=args.kernel, reference=reference)
         rep = e.verify
         if rep is None:  # the candidate did not build or run: an error, not a numerical verdict
@@ -197,6 +204,9 @@ def run(args) -> int:
     probe_txt = f" + {rep.probe_runs} probe run(s): {','.join(rep.probes)}" if rep.probes else ""
     print(f"  {rep.runs} run(s): seeds {','.join(map(str, rep.seeds))} x {','.join(rep.dists)}{probe_txt}; "
           f"{rep.seconds:.1f} s")
+    if rep.seeds_skipped:
+        print(f"  seeds skipped (each run already checked {rep.min_samples} or more output "
+              f"elements of its distribution): {', '.join(rep.seeds_skipped)}")
     print(f"  max abs err {_g(rep.max_abs_err)}, max rel err {_g(rep.max_rel_err)}, "
           f"normwise rel err {_g(rep.norm_rel_err)}; tolerance {rep.tolerance or 'n/a'}; oracle {rep.oracle}")
     for n, d in rep.domains.items():

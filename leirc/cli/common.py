@@ -236,7 +236,7 @@ class _NoBar:
     def __exit__(self, *exc):
         return False
 
-    def update(self, n: int = 1, desc: Optional[str] = None) -> None:
+    def update(self, n: int = 1, desc: Optional[str] = None, total: Optional[int] = None) -> None:
         pass
 
 
@@ -250,11 +250,14 @@ class _Bar(_NoBar):
             bar.close()
         return False
 
-    def update(self, n: int = 1, desc: Optional[str] = None) -> None:
-        if self.owner._bar is not None:
+    def update(self, n: int = 1, desc: Optional[str] = None, total: Optional[int] = None) -> None:
+        bar = self.owner._bar
+        if bar is not None:
+            if total is not None and total != bar.total:
+                bar.total = total  # a plan known only once the work started (verify's runs)
             if desc:
-                self.owner._bar.set_description_str(desc, refresh=False)
-            self.owner._bar.update(n)
+                bar.set_description_str(desc, refresh=False)
+            bar.update(n)
 
 
 # -- argparse types: bad values are usage errors (exit 2) before any work ---------------

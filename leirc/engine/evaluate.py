@@ -45,7 +45,7 @@ from typing import Optional
 from .. import __version__
 from ..lower.runner import TimingResult
 from ..lower.session import KernelSession, WorkerPool, target_name
-from ..verify import VerifyReport
+from ..verify import VERIFY_PROTOCOL, VerifyReport
 from .oracles import InterpreterOracle, OracleError, pick_kernel
 from .refcache import CachedReference
 
@@ -223,6 +223,9 @@ class Evaluator:
         self.rtol, self.norm_tol = rtol, norm_tol
         # further leirc.verify.verify options (probes, domains, oracle), part of the cache key
         self.verify_options = dict(verify_options or {})
+        #: called after every verification run with (done, planned, label): a client's
+        #: progress display, not part of what is evaluated (kept out of the cache key)
+        self.progress = None
         self.poison_intermediates = bool(poison_intermediates)
         self.cache = EvaluationCache(cache_dir) if cache_dir else None
         self.max_references = max(1, int(max_references))
@@ -267,7 +270,8 @@ class Evaluator:
                 "dists": None if self.dists is None else list(self.dists),
                 "rtol": self.rtol, "norm_tol": self.norm_tol, "poison_intermediates": self.poison_intermediates,
                 "time": [self.warmup, self.repeat, self.min_repeat_ms] if self.time else None,
-                "threads": self.threads, "verify_options": self.verify_options, "numerics": numerics}
+                "threads": self.threads, "verify_options": self.verify_options, "numerics": numerics,
+                "verifier": VERIFY_PROTOCOL}
         if oracle is not None:
             spec["oracle"] = oracle
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()

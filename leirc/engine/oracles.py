@@ -131,7 +131,7 @@ class _InterpreterPrepared:
         ev = self.ev
         return verify(source_text, self.reference_text, kernel=self.cand.kernel.name, seeds=ev.seeds, dists=ev.dists,
                       target=ev.target_name, runner=runner, rtol=ev.rtol, norm_tol=ev.norm_tol, timeout=ev.timeout,
-                      reference_cache=self.cached, numerics=numerics, **ev.verify_options)
+                      reference_cache=self.cached, numerics=numerics, progress=ev.progress, **ev.verify_options)
 
     def timing_sets(self) -> list:
         first = self.ev.dists[0] if self.ev.dists else "uniform"

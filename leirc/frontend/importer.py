@@ -245,7 +245,9 @@ class Importer:
             return self.param_by_qualname[qualname]
         dt = leir_dtype(tensor.dtype)
         name = self.names.fresh(qualname)
-        arr = tensor.detach().cpu().contiguous().numpy().copy()
+        from .verify import to_numpy  # bf16 has no NumPy dtype in torch: through f32, exactly
+
+        arr = np.array(to_numpy(tensor.contiguous()), copy=True)
         shape = tuple(arr.shape)
         self.weights[name] = arr
         self.params.append(A.Param(name, dt, shape))

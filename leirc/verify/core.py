@@ -63,6 +63,8 @@ DEFAULT_PROBES = ("logits", "mixed", "special")
 #: reference runs spent looking for special values the reference tolerates
 MAX_SPECIAL_TRIES = 6
 ORACLES = ("vectorized", "literal")
+#: bumped when a change of the verifier can change a verdict (the Evaluator's cache key)
+VERIFY_PROTOCOL = 2
 #: checked output elements per distribution after which further seeds are skipped
 MIN_SAMPLES = 1 << 20
 
@@ -648,4 +650,4 @@ def _finish(rep: VerifyReport, t0: float) -> VerifyReport:
     return rep
 
 
-__all__ = ["verify", "VerifyReport", "RunResult", "interp_runner", "tolerances", "DEFAULT_DISTS", "DEFAULT_PROBES"]
+__all__ = ["verify", "VERIFY_PROTOCOL", "VerifyReport", "RunResult", "interp_runner", "tolerances", "DEFAULT_DISTS", "DEFAULT_PROBES"]
