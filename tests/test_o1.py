@@ -65,3 +65,39 @@ def test_build_O1_verifies_and_writes_trace(name, tmp_path):
 
 def test_build_rejects_unknown_level(tmp_path, capsys):
     assert main(["build", str(STDLIB / "relu.leir"), "-O3", "-o", str(tmp_path)]) == 2
+
+
+def test_o1_cuda_binds_the_inner_part_through_forwarded_handles():
+    """The split names both parts; binding the outer one renames it (``io`` -> ``bxio``),
+    and the inner part's handle is carried over that rewrite (Rewrite.forward) before it is
+    bound to threadIdx.x: the thread loop is the split's inner loop, directly inside the
+    block loop, with the split's factor as extent."""
+    from leirc.strategies.rewrite import iter_loops
+
+    res = optimize(_kernel("relu"), "cuda")
+    names = [s.name for s in res.steps]
+    assert names[-3:] == ["loop_split", "loop_binding", "loop_binding"], res.log
+    split, bx, tx = res.steps[-3:]
+    assert bx.kwargs["axis"] == "bx" and tx.kwargs["axis"] == "tx"
+    factor = split.kwargs["factor"]
+    loops = {ref: (lp, path) for ref, lp, path in iter_loops(res.kernel)}
+    (tx_loop, tx_path), = [(lp, p) for lp, p in loops.values() if lp.kind == "B" and lp.var.startswith("tx")]
+    (bx_loop, bx_path), = [(lp, p) for lp, p in loops.values() if lp.kind == "B" and lp.var.startswith("bx")]
+    assert tx_path == bx_path + (0,) and tx_loop.extent == factor
+    assert replay(_kernel("relu"), res.steps) == res.kernel
+
+
+def test_o1_steps_name_loops_by_reference_not_spelling():
+    """Every loop argument of every -O1 step is a reference that exists in the kernel the
+    step is applied to (handles or references computed from paths, never rebuilt from an
+    index name)."""
+    from leirc.strategies import apply_step
+    from leirc.strategies.rewrite import iter_loops
+
+    for name in ("matmul_square", "softmax", "layernorm"):
+        for target in ("llvm", "cuda"):
+            k = _kernel(name)
+            for step in optimize(k, target).steps:
+                if "loop" in step.kwargs:
+                    assert step.kwargs["loop"] in {ref for ref, _, _ in iter_loops(k)}, (name, target, step)
+                k = apply_step(k, step)

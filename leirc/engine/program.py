@@ -241,7 +241,8 @@ class Program:
 @dataclass(frozen=True)
 class Rewrite(S.Rewrite):
     """:class:`leirc.strategies.base.Rewrite` plus the new :class:`Program` (its check
-    result is the engine's single re-check, reused)."""
+    result is the engine's single re-check, reused). ``forward(handle)`` carries a handle
+    of the old program (a loop, statement or tensor) over to :attr:`program`."""
 
     program: Optional[Program] = field(default=None, compare=False)
 
@@ -310,7 +311,8 @@ def apply(program: Program, step: S.Step, *, cache: Optional[RewriteCache] = Non
             cache.put(program, step, e)
         raise
     new = Program(rw.kernel, rw.result, file=program.file)
-    out = Rewrite(rw.kernel, rw.numerics, rw.created, rw.touched, rw.produced, rw.step, rw.result, program=new)
+    out = Rewrite(rw.kernel, rw.numerics, rw.created, rw.touched, rw.produced, rw.step, rw.result, before=rw.before,
+                  moved=rw.moved, program=new)
     if cache is not None:
         cache.put(program, step, out)
     return out

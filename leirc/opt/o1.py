@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..lang import ast as A
-from ..lang.checker import check_kernel
+from ..lang.checker import CheckResult, check_kernel
 from ..strategies import NotApplicable, Step, get
 from ..strategies.base import Context, Rewrite, plan_step
-from ..strategies.rewrite import iter_loops, nest_chain
+from ..strategies.rewrite import find_loop, nest_chain, ref_at, refs_at
 
 
 @dataclass
@@ -37,25 +37,48 @@ class O1Result:
     kernel: A.Kernel
     steps: list[Step] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    #: the check result of ``kernel`` (each step's re-check; the next step starts from it)
+    result: Optional[CheckResult] = field(default=None, repr=False, compare=False)
+
+    def context(self) -> Context:
+        return Context(self.kernel, self.result)
+
+    def mark(self) -> tuple:
+        return self.kernel, self.result, len(self.steps)
+
+    def undo(self, mark: tuple, why: str) -> None:
+        self.kernel, self.result, n = mark
+        del self.steps[n:]
+        self.log.append(why)
 
 
 def _try(res: O1Result, step: Step) -> Optional[Rewrite]:
     """Apply ``step`` if legal; the Rewrite carries the handles of what it created."""
     try:
-        rw = plan_step(res.kernel, step)
+        rw = plan_step(res.kernel, step, result=res.result)
     except NotApplicable as e:
         res.log.append(f"skip {step}: {e.reason}")
         return None
-    res.kernel = rw.kernel
+    res.kernel, res.result = rw.kernel, rw.result
     res.steps.append(step)
     res.log.append(f"apply {step}")
     return rw
 
 
+def _forward(handle: Optional[str], rewrites: list[Rewrite]) -> Optional[str]:
+    """``handle`` carried through the rewrites applied since it was taken (None once one
+    of them removed or rebuilt what it named)."""
+    for rw in rewrites:
+        if handle is None:
+            return None
+        handle = rw.forward(handle)
+    return handle
+
+
 def _fuse(res: O1Result) -> None:
     fusion = get("operator_fusion")
     for _ in range(64):  # each fusion removes a nest, so this terminates long before
-        sites = fusion.sites(Context(res.kernel))
+        sites = fusion.sites(res.context())
         if not sites:
             return
         if not _try(res, sites[0].first_step()):
@@ -80,9 +103,9 @@ def _unit_stride_var(stmts: list[A.Assign], chain_vars: list[str]) -> str | None
     return max(chain_vars, key=lambda v: (votes.get(v, 0), v == innermost))
 
 
-def _top_level_refs(kernel: A.Kernel) -> list[str]:
-    """Reference of the outermost loop of every top-level nest."""
-    return [ref for ref, lp, path in iter_loops(kernel) if len(path) == 1]
+def _chain_paths(idx: int, chain: list[A.Loop]) -> list[tuple]:
+    """Paths of the loops of the perfect chain that starts at top-level item ``idx``."""
+    return [(idx,) + (0,) * k for k in range(len(chain))]
 
 
 def _reorder(res: O1Result) -> None:
@@ -100,15 +123,27 @@ def _reorder(res: O1Result) -> None:
         if best is None or best == vars_[-1]:
             continue
         order = [v for v in vars_ if v != best] + [best]
-        _try(res, Step.make("loop_reorder", loop=f"N{idx}.{vars_[0]}", order=",".join(order)))
+        _try(res, Step.make("loop_reorder", loop=ref_at(res.kernel, (idx,)), order=",".join(order)))
 
 
 def _parallelize(res: O1Result) -> None:
-    par = get("loop_parallelization")
-    for idx in range(len(res.kernel.body)):
-        sites = [s for s in par.sites(Context(res.kernel)) if s.fixed["loop"].startswith(f"N{idx}.")]
-        if sites:
-            _try(res, sites[0].first_step())  # sites are listed outermost first
+    """Per nest, the first (outermost, pre-order) loop that may run in parallel. The sites
+    are listed once; a site's loop is carried over the parallelizations of earlier nests
+    by its handle (each step is checked again when it is applied)."""
+    kernel = res.kernel
+    first: dict[int, str] = {}
+    for site in get("loop_parallelization").sites(res.context()):
+        nest = find_loop(kernel, site.fixed["loop"])[1][0]
+        first.setdefault(nest, site.fixed["loop"])
+    applied: list[Rewrite] = []
+    for idx in sorted(first):
+        ref = _forward(first[idx], applied)
+        if ref is None:
+            res.log.append(f"nest N{idx}: the loop {first[idx]} did not survive the earlier steps")
+            continue
+        rw = _try(res, Step.make("loop_parallelization", loop=ref))
+        if rw is not None:
+            applied.append(rw)
 
 
 def _vectorize(res: O1Result) -> None:
@@ -116,26 +151,25 @@ def _vectorize(res: O1Result) -> None:
         item = res.kernel.body[idx]
         if not isinstance(item, A.Loop):
             continue
-        inner = nest_chain(item)[-1]
+        chain = nest_chain(item)
+        inner = chain[-1]
         if inner.kind != "L" or inner.start != 0:
             continue
-        ref = f"N{idx}.{inner.var}"
+        ref = ref_at(res.kernel, _chain_paths(idx, chain)[-1])
         if inner.extent <= 16:
             _try(res, Step.make("loop_vectorization", loop=ref))
             continue
         for lanes in (16, 8, 4):
             if inner.extent % lanes:
                 continue
-            before = res.kernel
+            mark = res.mark()
             split = _try(res, Step.make("loop_split", loop=ref, factor=lanes))
             if split is None:
                 continue
-            inner = split.created.get("inner")
-            if inner is not None and _try(res, Step.make("loop_vectorization", loop=inner)):
+            part = split.created.get("inner")
+            if part is not None and _try(res, Step.make("loop_vectorization", loop=part)):
                 break
-            res.kernel = before  # vectorizing the split loop is illegal: undo the split
-            res.steps.pop()
-            res.log.append(f"undo split of {ref}")
+            res.undo(mark, f"undo split of {ref}")  # vectorizing the split loop is illegal
             break
 
 
@@ -147,41 +181,45 @@ def _bind_cuda(res: O1Result) -> None:
         item = res.kernel.body[idx]
         if not isinstance(item, A.Loop):
             continue
-        ctx = Context(res.kernel)
+        ctx = res.context()
         legal = {s.fixed["loop"] for s in binding.sites(ctx)}
         # binding a reduction loop gives a cross-thread reduction, which the CUDA lowering
         # runs on one thread: bind spatial loops only
         carried = {v for si in ctx.result.stmts if si.loops and si.loops[0] is item for v in si.carried}
-        chain = [lp for lp in nest_chain(item) if lp.kind == "L" and lp.start == 0
-                 and f"N{idx}.{lp.var}" in legal and lp.var not in carried]
-        if not chain:
+        chain = nest_chain(item)
+        refs = refs_at(res.kernel, _chain_paths(idx, chain))
+        cands = [(lp, refs[p]) for lp, p in zip(chain, _chain_paths(idx, chain))
+                 if lp.kind == "L" and lp.start == 0 and refs[p] in legal and lp.var not in carried]
+        if not cands:
             res.log.append(f"nest N{idx}: no loop can be bound; it runs on one thread")
             continue
-        lp = max(chain, key=lambda l: l.extent)
-        ref = f"N{idx}.{lp.var}"
+        lp, ref = max(cands, key=lambda c: c[0].extent)
         threads = max(d for d in range(1, min(lp.extent, 256) + 1) if lp.extent % d == 0)
-        before = (res.kernel, len(res.steps))
+        mark = res.mark()
         ok = True
-        inner = ref
+        inner: Optional[str] = ref
         if threads < lp.extent:
             split = _try(res, Step.make("loop_split", loop=ref, factor=threads))
             # the split names both parts: no guessing the fresh outer index from its spelling
             ok = split is not None and "outer" in split.created and "inner" in split.created
             if ok:
-                inner = split.created["inner"]
-                ok = _try(res, Step.make("loop_binding", loop=split.created["outer"], axis="bx")) is not None
+                bound = _try(res, Step.make("loop_binding", loop=split.created["outer"], axis="bx"))
+                # binding renames the outer loop: carry the inner handle over that rewrite
+                inner = _forward(split.created["inner"], [bound]) if bound is not None else None
+                ok = inner is not None
         ok = ok and _try(res, Step.make("loop_binding", loop=inner, axis="tx")) is not None
         if not ok:
-            res.kernel, n = before
-            del res.steps[n:]
-            res.log.append(f"undo binding of {ref}")
+            res.undo(mark, f"undo binding of {ref}")
 
 
-def optimize(kernel: A.Kernel, target: str = "llvm") -> O1Result:
-    """Run the -O1 pipeline for ``target`` (``llvm`` or ``cuda``)."""
-    res = O1Result(kernel)
-    if not check_kernel(kernel).ok:
+def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResult] = None) -> O1Result:
+    """Run the -O1 pipeline for ``target`` (``llvm`` or ``cuda``); ``result`` is the
+    kernel's check result when the caller has it (it is not computed again)."""
+    if result is None or result.kernel is not kernel:
+        result = check_kernel(kernel)
+    if not result.ok:
         raise NotApplicable("-O1", "the program has errors")
+    res = O1Result(kernel, result=result)
     _fuse(res)
     _reorder(res)
     if target == "cuda":

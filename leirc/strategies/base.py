@@ -21,6 +21,16 @@ default ``plan`` calls each once (and ``check``/``apply`` default to ``plan``).
 (``{"outer": "N0.io", "inner": "N0.i"}``) and reports the top-level items it touched.
 :func:`apply_step` is the same, returning only the kernel.
 
+Every registered family implements ``plan`` only: it builds the new kernel once and, where
+legality needs the checker, re-checks it once through :meth:`Context.recheck`, which
+remembers the result, so the engine's final re-check of the same kernel is free. A plan
+names what it created (``created``) and where the items it kept went (``moved``), so
+:meth:`Rewrite.forward` can carry an earlier step's handle over this step.
+
+Listing: :func:`enumerate_sites` lists every site with its argument domains (what
+``leirc strategies`` prints); :func:`sites_at` lists only the sites anchored at one item
+and the items around it (an editor's cursor), deferring the domains until they are read.
+
 Every call is data: ``Step(name, args)``. A trace (list of steps) serializes to JSON and
 replays on a fresh parse (:func:`replay`). No hidden randomness: every choice (factor,
 axis, split point) is an argument; enumerators list the candidates. Argument values are
@@ -37,7 +47,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ..lang import ast as A
 from ..lang.checker import CheckResult, check_kernel
-from .rewrite import diff_items, resolve_roles
+from .rewrite import diff_items, forward_handle, get_at, iter_items, iter_loops, iter_stmts, resolve_roles
 
 LEVELS = ("graph", "operator", "memory", "math")
 NUMERICS = ("bitwise", "exact-in-reals", "approximate")
@@ -189,14 +199,56 @@ def trace_from_json(text: str) -> list[Step]:
     return [Step.from_json(x) for x in d["steps"]]
 
 
-@dataclass
 class Site:
-    """Where a strategy applies: fixed arguments plus the domains of the free ones."""
+    """Where a strategy applies: fixed arguments plus the domains of the free ones.
 
-    strategy: str
-    fixed: dict
-    domains: dict = field(default_factory=dict)  # arg name -> list of allowed values
-    description: str = ""
+    ``domains`` may be given as ``resolve``, a function computing them on first access:
+    a cursor-restricted listing (:func:`sites_at`) does not pay for the domains of sites
+    nobody looks at. A lazily resolved site may turn out to have an empty domain (no
+    argument value is legal): it then offers no step."""
+
+    __slots__ = ("strategy", "fixed", "description", "_domains", "_resolve")
+
+    def __init__(self, strategy: str, fixed: dict, domains: Optional[dict] = None, description: str = "", *,
+                 resolve: Optional[Callable[[], dict]] = None):
+        self.strategy = strategy
+        self.fixed = fixed
+        self.description = description
+        self._domains = {} if domains is None else domains
+        self._resolve = resolve
+
+    @property
+    def domains(self) -> dict:
+        """arg name -> list of allowed values (computed now if it was deferred)."""
+        if self._resolve is not None:
+            self._domains, self._resolve = dict(self._resolve()), None
+        return self._domains
+
+    @domains.setter
+    def domains(self, value: dict) -> None:
+        self._domains, self._resolve = value, None
+
+    @property
+    def resolved(self) -> bool:
+        """Are the domains known (not deferred)?"""
+        return self._resolve is None
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Site):
+            return NotImplemented
+        return (self.strategy, self.fixed, self.domains, self.description) == (
+            other.strategy, other.fixed, other.domains, other.description)
+
+    __hash__ = None  # mutable, as the dataclass it replaces
+
+    def __repr__(self) -> str:
+        doms = repr(self._domains) if self._resolve is None else "<deferred>"
+        return f"Site(strategy={self.strategy!r}, fixed={self.fixed!r}, domains={doms}, description={self.description!r})"
+
+    @property
+    def empty(self) -> bool:
+        """No step: some free argument has no legal value."""
+        return any(not v for v in self.domains.values())
 
     def steps(self, limit: Optional[int] = None) -> list[Step]:
         """Every concrete step of this site (cartesian product of the domains)."""
@@ -217,14 +269,81 @@ class Site:
         return {"strategy": self.strategy, "args": self.fixed, "domains": self.domains, "description": self.description}
 
 
+class Focus:
+    """The part of a kernel a cursor-restricted listing asks about: the item at ``path``
+    (a loop or statement) and everything enclosing it, up to its top-level nest. A site
+    is in focus when its anchor -- the node its first node-naming argument names (loop,
+    statement, nest), or for a tensor-only strategy the first statement writing the
+    tensor -- is one of those nodes: exactly the sites an editor offers at the cursor."""
+
+    def __init__(self, kernel: A.Kernel, path: tuple):
+        path = tuple(path)
+        if not path or not 0 <= path[0] < len(kernel.body):
+            raise KeyError(f"no item at {path!r}")
+        self.path = path
+        self.paths = {path[:k] for k in range(1, len(path) + 1)}  # the item and its enclosing items
+        self.nest = path[0]
+        try:
+            node = get_at(kernel, path)
+        except (IndexError, AttributeError):
+            raise KeyError(f"no item at {path!r}") from None
+        self.stmt_path = path if isinstance(node, A.Assign) else None
+        self._first_writer: Optional[dict] = None
+        self._kernel = kernel
+
+    def has(self, path) -> bool:
+        return tuple(path) in self.paths
+
+    def has_tensor(self, name: str) -> bool:
+        """Is ``name`` anchored here (its first writer is the focused statement)?"""
+        if self.stmt_path is None:
+            return False
+        if self._first_writer is None:
+            self._first_writer = {}
+            for _, st, p in iter_stmts(self._kernel):
+                self._first_writer.setdefault(st.target.name, p)
+        return self._first_writer.get(name) == self.stmt_path
+
+
 class Context:
     """A checked kernel plus lookup helpers handed to strategies."""
 
-    def __init__(self, kernel: A.Kernel, result: Optional[CheckResult] = None):
+    def __init__(self, kernel: A.Kernel, result: Optional[CheckResult] = None, focus: Optional[Focus] = None):
         self.kernel = kernel
         self.result = result if result is not None else check_kernel(kernel)
         self._memo: dict = {}
         self._checked: dict = {}  # candidate kernel -> its CheckResult (structural key)
+        #: restricts ``sites`` to the anchors a cursor is in (None: everywhere); with a
+        #: focus, strategies may also defer their argument domains (:class:`Site`)
+        self.focus = focus
+
+    @property
+    def lazy(self) -> bool:
+        """May ``sites`` defer the domains (a cursor-restricted listing)?"""
+        return self.focus is not None
+
+    # -- where ``sites`` looks: everything, or only the anchors in focus ------------------
+    def loops(self):
+        """``(ref, loop, path)`` of the loops a site may be anchored at."""
+        for ref, lp, path in iter_loops(self.kernel):
+            if self.focus is None or self.focus.has(path):
+                yield ref, lp, path
+
+    def stmts(self):
+        """``(ref, statement, path)`` of the statements a site may be anchored at."""
+        for ref, st, path in iter_stmts(self.kernel):
+            if self.focus is None or self.focus.has(path):
+                yield ref, st, path
+
+    def nests(self, span: int = 1):
+        """Indices of the top-level items a ``nest`` site may name (``span`` consecutive
+        items from there must exist)."""
+        ids = range(len(self.kernel.body) - span + 1)
+        return [i for i in ids if self.focus is None or i == self.focus.nest]
+
+    def wants_tensor(self, name: str) -> bool:
+        """May a tensor-anchored site of ``name`` be listed?"""
+        return self.focus is None or self.focus.has_tensor(name)
 
     @property
     def ok(self) -> bool:
@@ -237,19 +356,26 @@ class Context:
             self._memo[key] = fn()
         return self._memo[key]
 
-    def recheck(self, strategy: str, kernel: A.Kernel, *nodes) -> CheckResult:
+    def recheck(self, strategy: str, kernel: A.Kernel, *nodes, message: str = "{message}") -> CheckResult:
         """Check a candidate kernel; its first error becomes ``NotApplicable`` (pointing at
-        ``nodes``). The result is remembered, so the engine's final re-check of the same
-        kernel is free."""
+        ``nodes``, worded by ``message`` with ``{code}`` and ``{message}`` filled in). The
+        result is remembered, so the engine's final re-check of the same kernel is free."""
         res = self.checked(kernel)
         err = next((d for d in res.diagnostics if d.is_error), None)
         if err is not None:
-            raise NotApplicable(strategy, err.message, nodes)
+            raise NotApplicable(strategy, message.format(code=err.code, message=err.message), nodes)
         return res
 
+    def passes(self, kernel: A.Kernel) -> bool:
+        """Does a candidate kernel check clean (remembered like :meth:`recheck`)?"""
+        return not any(d.is_error for d in self.checked(kernel).diagnostics)
+
     def checked(self, kernel: A.Kernel) -> CheckResult:
+        """The check result of ``kernel``, remembered. A hit must be for this very object:
+        the result's facts point at its nodes (an equal kernel built twice, or one that
+        differs only in spans, is checked again)."""
         res = self._checked.get(kernel)
-        if res is None:
+        if res is None or res.kernel is not kernel:
             res = self._checked[kernel] = check_kernel(kernel)
         return res
 
@@ -291,6 +417,24 @@ class Rewrite:
     produced: tuple = ()
     step: Optional["Step"] = None
     result: Optional[CheckResult] = field(default=None, compare=False, repr=False)
+    #: the kernel the step was planned on (set by :func:`plan_step`; :meth:`forward` needs it)
+    before: Optional[A.Kernel] = field(default=None, compare=False, repr=False)
+    #: old path -> new path of items the strategy kept inside what it rewrote (a bound
+    #: loop, the body of a split loop); :meth:`forward` knows everything else itself
+    moved: Mapping = field(default_factory=dict, compare=False, repr=False)
+
+    def forward(self, handle: str) -> Optional[str]:
+        """The reference in :attr:`kernel` of what ``handle`` named in the kernel this step
+        was planned on: a loop (``N0.i``), a statement (``N0.S1``) or a tensor name. None
+        when the step removed or rebuilt it (a caller then skips what it meant to do with
+        it): never a guess, since a wrong handle would rewrite the wrong loop.
+
+        Items outside the rewritten region keep their place (shifted past inserted or
+        removed nests); inside it, an item follows :attr:`moved` or, if it survived
+        unchanged, the one identical item of the new region."""
+        if self.before is None:
+            raise ValueError("this Rewrite does not know the kernel it was planned on (use plan_step)")
+        return forward_handle(self.before, self.kernel, handle, self.moved)
 
 
 class Strategy:
@@ -321,12 +465,25 @@ class Strategy:
     def apply(self, ctx: Context, args: dict) -> A.Kernel:
         return self.plan(ctx, args).kernel
 
+    def site(self, ctx: Context, fixed: dict, description: str, domains: Callable[[], dict]) -> Optional[Site]:
+        """A site whose argument domains ``domains()`` computes (legal values only): in a
+        cursor-restricted listing (``ctx.lazy``) deferred until read, otherwise computed
+        now, and None when a free argument has no legal value."""
+        if ctx.lazy:
+            return Site(self.name, fixed, description=description, resolve=domains)
+        d = domains()
+        if any(not v for v in d.values()):
+            return None
+        return Site(self.name, fixed, d, description)
+
     def na(self, message: str, *nodes) -> NotApplicable:
         return NotApplicable(self.name, message, nodes)
 
     def numerics_for(self, ctx: Context, args: dict) -> str:
         """Numerics class of this particular application (some strategies are bitwise
-        for some arguments and exact-in-reals for others)."""
+        for some arguments and exact-in-reals for others): what :meth:`plan` reports."""
+        if _overrides(type(self), "plan"):
+            return self.plan(ctx, args).numerics
         return self.numerics
 
 
@@ -425,10 +582,13 @@ def plan_step(kernel: A.Kernel, step: "Step", *, result: Optional[CheckResult] =
     rw = s.plan(ctx, args)
     res = recheck(step, rw.kernel, ctx)
     created = dict(rw.created)
-    for role, ref in resolve_roles(s.creates, kernel, rw.kernel).items():
-        created.setdefault(role, ref)
+    if any(r.name not in created for r in s.creates):
+        # roles the planner did not name itself are found by diffing around the site
+        for role, ref in resolve_roles(s.creates, kernel, rw.kernel).items():
+            created.setdefault(role, ref)
     touched, produced = diff_items(kernel, rw.kernel)
-    return Rewrite(rw.kernel, rw.numerics, MappingProxyType(created), touched, produced, step, res)
+    return Rewrite(rw.kernel, rw.numerics, MappingProxyType(created), touched, produced, step, res,
+                   before=kernel, moved=MappingProxyType(dict(rw.moved)))
 
 
 def apply_step(kernel: A.Kernel, step: "Step", *, result: Optional[CheckResult] = None) -> A.Kernel:
@@ -437,6 +597,7 @@ def apply_step(kernel: A.Kernel, step: "Step", *, result: Optional[CheckResult] 
 
 
 def enumerate_sites(kernel: A.Kernel, names: Optional[Iterable[str]] = None, result: Optional[CheckResult] = None) -> list[Site]:
+    """Every site of every strategy (or of ``names``), with its argument domains."""
     ctx = Context(kernel, result)
     if not ctx.ok:
         return []
@@ -446,6 +607,116 @@ def enumerate_sites(kernel: A.Kernel, names: Optional[Iterable[str]] = None, res
             continue
         out.extend(s.sites(ctx))
     return out
+
+
+def item_at_position(kernel: A.Kernel, line: int, col: int) -> Optional[tuple]:
+    """Path of the innermost loop, region or statement whose span contains ``(line, col)``
+    (1-based; the end column counts), or None."""
+    best = None
+    for path, node in iter_items(kernel):
+        sp = getattr(node, "span", None)
+        if sp is None or (line, col) < (sp.line, sp.col) or (line, col) > (sp.end_line, sp.end_col):
+            continue
+        if best is None or len(path) > len(best):
+            best = path
+    return best
+
+
+def sites_at(kernel: A.Kernel, where, col: Optional[int] = None, *, result: Optional[CheckResult] = None,
+             strategies: Optional[Iterable[str]] = None) -> list[Site]:
+    """The sites anchored at one item of ``kernel`` and the items enclosing it: what an
+    editor offers at a cursor, without listing the whole kernel.
+
+    ``where`` is a path (``(0, 1)``), a reference (``N0``, ``N0.i``, ``N0.S1``) or, with
+    ``col``, a 1-based source line (the innermost item whose span contains the position).
+    The sites are those of :func:`enumerate_sites` whose anchor is in focus (the same
+    order, the same fixed arguments), except that argument domains may be deferred until
+    ``site.domains`` is read (:class:`Site`). Unknown places give no sites."""
+    ctx = Context(kernel, result)
+    if not ctx.ok:
+        return []
+    if col is not None:
+        path = item_at_position(kernel, int(where), int(col))
+    elif isinstance(where, str):
+        path = _path_of_ref(kernel, where)
+    else:
+        path = tuple(where)
+    if not path:
+        return []
+    try:
+        ctx.focus = Focus(kernel, path)
+    except KeyError:
+        return []
+    names = None if strategies is None else set(strategies)
+    anchors = _Anchors(kernel)
+    out: list[Site] = []
+    for s in all_strategies():
+        if names is None or s.name in names:
+            # a strategy's sites() skips most anchors out of focus itself; this keeps the
+            # answer exact for every strategy (one that lists everywhere is filtered here)
+            for site in s.sites(ctx):
+                where = anchors.path(s, site.fixed)
+                if where is None and not site.empty:
+                    where = anchors.path(s, site.first_step().kwargs)
+                if where is not None and ctx.focus.has(where):
+                    out.append(site)
+    return out
+
+
+#: argument kinds that name a program node, tried in the order a strategy declares its
+#: arguments (``leirc.ide.anchors`` maps the same node to a source span)
+NODE_KINDS = ("loop", "loops", "stmt", "nest")
+
+
+class _Anchors:
+    """The node a site is anchored at, by path: its first node-naming argument, or for a
+    tensor-only strategy the first statement writing the tensor."""
+
+    def __init__(self, kernel: A.Kernel):
+        self.n_items = len(kernel.body)
+        self.loops = {ref: path for ref, _, path in iter_loops(kernel)}
+        self.stmts: dict = {}
+        self.writers: dict = {}
+        for ref, st, path in iter_stmts(kernel):
+            self.stmts[ref] = path
+            self.writers.setdefault(st.target.name, path)
+
+    def path(self, s: "Strategy", args: dict) -> Optional[tuple]:
+        tensor = None
+        for a in s.args:
+            if a.name not in args:
+                continue
+            v = args[a.name]
+            if a.kind == "loop":
+                p = self.loops.get(str(v))
+            elif a.kind == "loops":
+                refs = list(v) if isinstance(v, (list, tuple)) else str(v).split(",")
+                p = self.loops.get(str(refs[0]).strip()) if refs else None
+            elif a.kind == "stmt":
+                p = self.stmts.get(str(v))
+            elif a.kind == "nest":
+                i = _as_int(v)
+                p = (i,) if i is not None and 0 <= i < self.n_items else None
+            else:
+                if a.kind == "tensor" and tensor is None and isinstance(v, str):
+                    tensor = v
+                continue
+            if p is not None:
+                return p
+        return self.writers.get(tensor) if tensor is not None else None
+
+
+def _path_of_ref(kernel: A.Kernel, ref: str) -> Optional[tuple]:
+    m = re.fullmatch(r"N(\d+)", ref)
+    if m:
+        return (int(m.group(1)),)
+    for r, _, path in iter_stmts(kernel):
+        if r == ref:
+            return path
+    for r, _, path in iter_loops(kernel):
+        if r == ref:
+            return path
+    return None
 
 
 def replay(kernel: A.Kernel, steps: Iterable[Step]) -> A.Kernel:

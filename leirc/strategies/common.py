@@ -55,6 +55,12 @@ def check_candidate(s: Strategy, new: A.Kernel, *nodes) -> None:
         raise s.na(f"the result would not check: {d.code} {d.message}", *nodes)
 
 
+def recheck_candidate(s: Strategy, ctx: Context, new: A.Kernel, *nodes) -> None:
+    """NotApplicable if the rewritten kernel does not check (the check is remembered by
+    ``ctx``, so the engine's final re-check of the same kernel costs nothing)."""
+    ctx.recheck(s.name, new, *nodes, message="the result would not check: {code} {message}")
+
+
 def rebuild_chain(loops: list[A.Loop], body: tuple) -> A.Loop:
     """Nest ``loops`` (outermost first) around ``body``."""
     node = None

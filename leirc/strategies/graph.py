@@ -24,8 +24,9 @@ Conventions shared by every strategy in this module:
   affine and ``//``/``%`` subscripts, "any direction" for what it cannot solve, so the
   test never misses a dependence. Accesses at the same iteration (distance 0) keep their
   order, so they are fine.
-* ``check`` runs the checker on the rewritten program, so a step that passes ``check``
-  never makes ``apply_step`` raise StrategyBug. ``sites`` runs the same legality tests,
+* ``plan`` runs the checker on the rewritten program (through the context, so the
+  engine's re-check of the same kernel is free), so a step that plans never makes
+  ``apply_step`` raise StrategyBug. ``sites`` runs the same legality tests,
   and the checker too wherever the construction does not make a clean result evident
   (fusion, fission, inlining, concatenation); the tests apply every listed site of every
   stdlib kernel. New tensors get fresh Step-TP names
@@ -47,10 +48,9 @@ from ..lang import ast as A
 from ..lang.affine import Facts, affine, dense_interval
 from ..analysis.deps import EQ, GT, direction_vectors, find_conflict
 from ..analysis.reductions import reduction_form as _reduction_form
-from ..lang.checker import check_kernel
 from ..lang.printer import print_expr
 from ..lang.types import expr_type
-from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
+from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .rewrite import (enclosing_loops, find_loop, find_stmt, fresh_index, fresh_tensor, iter_loops, iter_stmts, map_expr,
                       nest_chain, rename_tensor, replace_at, stmts_in, substitute, tensors_read, tensors_written)
 
@@ -116,12 +116,10 @@ def _rename_vars(loops_from: list[A.Loop], loops_to: list[A.Loop]) -> dict:
     return {a.var: A.Var(b.var) for a, b in zip(loops_from, loops_to) if a.var != b.var}
 
 
-def _validate(s: Strategy, kernel: A.Kernel, *nodes) -> A.Kernel:
-    """Run the checker on a rewritten kernel; a failure makes the step not applicable."""
-    res = check_kernel(kernel)
-    err = next((d for d in res.diagnostics if d.is_error), None)
-    if err is not None:
-        raise s.na(f"the rewritten program does not check: {err.code} {err.message}", *nodes)
+def _validate(s: Strategy, ctx: Context, kernel: A.Kernel, *nodes) -> A.Kernel:
+    """Run the checker on a rewritten kernel; a failure makes the step not applicable.
+    ``ctx`` remembers the result: the engine's final re-check of this kernel is free."""
+    ctx.recheck(s.name, kernel, *nodes, message="the rewritten program does not check: {code} {message}")
     return kernel
 
 
@@ -416,7 +414,7 @@ class OperatorFusion(Strategy):
             for name in candidates:
                 fused_body = [rename_tensor(st, name, name, scope="l") for st in fused_body]
         new = _with_body(ctx.kernel, idx, idx + 2, [_build(loops1, fused_body)])
-        return _validate(self, new, n1, n2), candidates
+        return _validate(self, ctx, new, n1, n2), candidates
 
     def _local_candidates(self, ctx, idx, s1, s2) -> list[str]:
         written1 = {st.target.name for st in s1}
@@ -432,7 +430,7 @@ class OperatorFusion(Strategy):
 
     def sites(self, ctx):
         out = []
-        for idx in range(len(ctx.kernel.body) - 1):
+        for idx in ctx.nests(2):
             try:
                 _, cands = self._plan(ctx, idx, "false")
             except NotApplicable:
@@ -441,11 +439,8 @@ class OperatorFusion(Strategy):
             out.append(Site(self.name, {"nest": idx}, {"local": dom}, f"fuse nests {idx} and {idx + 1}"))
         return out
 
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"], args["local"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"], args["local"])[0]
+    def plan(self, ctx, args):
+        return Rewrite(self._plan(ctx, args["nest"], args["local"])[0], self.numerics)
 
 
 # ---------------------------------------------------------------------------
@@ -481,30 +476,32 @@ class OperatorFission(Strategy):
         if msg:
             raise self.na(msg, item)
         new = _with_body(ctx.kernel, idx, idx + 1, [_build(loops, stmts[:at]), _build(loops, stmts[at:])])
-        return _validate(self, new, item)
+        return _validate(self, ctx, new, item)
 
     def sites(self, ctx):
         out = []
-        for idx, item in enumerate(ctx.kernel.body):
+        for idx, item in ((i, ctx.kernel.body[i]) for i in ctx.nests()):
             p = _perfect(item)
             if p is None or len(p[1]) < 2:
                 continue
-            ats = []
-            for at in range(1, len(p[1])):
-                try:
-                    self._plan(ctx, idx, at)
-                    ats.append(at)
-                except NotApplicable:
-                    pass
-            if ats:
-                out.append(Site(self.name, {"nest": idx}, {"at": ats}, f"split the {len(p[1])} statements of nest {idx}"))
+            site = self.site(ctx, {"nest": idx}, f"split the {len(p[1])} statements of nest {idx}",
+                             lambda idx=idx, n=len(p[1]): {"at": self._ats(ctx, idx, n)})
+            if site is not None:
+                out.append(site)
         return out
 
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"], args["at"])
+    def _ats(self, ctx, idx: int, n: int) -> list[int]:
+        ats = []
+        for at in range(1, n):
+            try:
+                self._plan(ctx, idx, at)
+                ats.append(at)
+            except NotApplicable:
+                pass
+        return ats
 
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"], args["at"])
+    def plan(self, ctx, args):
+        return Rewrite(self._plan(ctx, args["nest"], args["at"]), self.numerics)
 
 
 # ---------------------------------------------------------------------------
@@ -513,7 +510,8 @@ class OperatorFission(Strategy):
 
 class _NestPlanStrategy(Strategy):
     """A strategy addressed by one top-level nest whose ``_plan(ctx, nest)`` both checks
-    legality (raising NotApplicable) and returns the rewritten kernel."""
+    legality (raising NotApplicable) and returns the rewritten kernel (re-checked through
+    ``ctx``, so the engine's own re-check is free)."""
 
     #: how many consecutive nests a site spans (1, or 2 for pairwise rewrites)
     span = 1
@@ -524,7 +522,7 @@ class _NestPlanStrategy(Strategy):
 
     def sites(self, ctx):
         out = []
-        for idx in range(len(ctx.kernel.body) - self.span + 1):
+        for idx in ctx.nests(self.span):
             desc = self._describe(ctx, idx)
             if desc is None:
                 continue
@@ -535,11 +533,8 @@ class _NestPlanStrategy(Strategy):
             out.append(Site(self.name, {"nest": idx}, {}, desc))
         return out
 
-    def check(self, ctx, args):
-        self._plan(ctx, args["nest"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["nest"])
+    def plan(self, ctx, args):
+        return Rewrite(self._plan(ctx, args["nest"]), self.numerics)
 
 
 @strategy("compute_inline", level="graph", numerics="bitwise",
@@ -646,7 +641,7 @@ class ComputeInline(_NestPlanStrategy):
         for _, rst, path in readers:
             new = replace_at(new, path, map_expr(rst, inline))
         new = _with_body(new, idx, idx + 1, [])
-        return _validate(self, new, st)
+        return _validate(self, ctx, new, st)
 
     def _describe(self, ctx, idx):
         p = _perfect(ctx.kernel.body[idx])
@@ -721,11 +716,11 @@ class ExpressionSplitting(Strategy):
         name = fresh_tensor(ctx.kernel)
         access = A.Access(name, expr_type(e), "g", tuple(A.Var(l.var) for l in hl))
         new_st = replace(st, value=_replace_op(st.value, k, access))
-        return _apply_hoist(ctx.kernel, item, _hoist_nest(name, e, hl), {path: new_st}), e
+        return _apply_hoist(ctx.kernel, item, _hoist_nest(name, e, hl), {path: new_st}), name
 
     def sites(self, ctx):
         out = []
-        for ref, st, path in iter_stmts(ctx.kernel):
+        for ref, st, path in ctx.stmts():
             for k in range(1, len(_ops(st.value))):
                 try:
                     _, e = self._plan(ctx, ref, k, build=False)
@@ -734,12 +729,9 @@ class ExpressionSplitting(Strategy):
                 out.append(Site(self.name, {"stmt": ref, "expr": k}, {}, f"split '{print_expr(e)}' out of {ref}"))
         return out
 
-    def check(self, ctx, args):
-        new, _ = self._plan(ctx, args["stmt"], args["expr"])
-        _validate(self, new)
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["stmt"], args["expr"])[0]
+    def plan(self, ctx, args):
+        new, name = self._plan(ctx, args["stmt"], args["expr"])
+        return Rewrite(_validate(self, ctx, new), self.numerics, {"value": name})
 
 
 @strategy("common_subexpression_elimination", level="graph", numerics="bitwise", creates=("value:tensor",),
@@ -802,7 +794,7 @@ class CommonSubexpressionElimination(Strategy):
                 where.append(r2)
         if count < 2:
             raise self.na(f"'{print_expr(e)}' occurs only once where its value is unchanged; use expression_splitting", st)
-        return _apply_hoist(kernel, item, _hoist_nest(name, e, hl), edits), e, where
+        return _apply_hoist(kernel, item, _hoist_nest(name, e, hl), edits), e, where, name
 
     def sites(self, ctx):
         out = []
@@ -810,15 +802,23 @@ class CommonSubexpressionElimination(Strategy):
         for ref, st, path in iter_stmts(ctx.kernel):
             for k, (e, _) in enumerate(_ops(st.value)):
                 groups.setdefault(_canonical(e), []).append((ref, k))
+        focused = {ref for ref, _, _ in ctx.stmts()} if ctx.focus is not None else None
         for key, occ in groups.items():
             if len(occ) < 2:
                 continue
+            if focused is not None:
+                # only the occurrences up to the last one in focus decide its site (an
+                # earlier site may cover it); groups without one are not planned at all
+                last = max((i for i, (ref, _) in enumerate(occ) if ref in focused), default=None)
+                if last is None:
+                    continue
+                occ = occ[:last + 1]
             covered: set = set()
             for ref, k in occ:
                 if ref in covered:
                     continue
                 try:
-                    _, e, where = self._plan(ctx, ref, k)
+                    _, e, where, _ = self._plan(ctx, ref, k)
                 except NotApplicable:
                     continue
                 covered |= set(where)
@@ -827,12 +827,9 @@ class CommonSubexpressionElimination(Strategy):
         out.sort(key=lambda s: (_ref_key(s.fixed["stmt"]), s.fixed["expr"]))
         return out
 
-    def check(self, ctx, args):
-        new, _, _ = self._plan(ctx, args["stmt"], args["expr"])
-        _validate(self, new)
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["stmt"], args["expr"])[0]
+    def plan(self, ctx, args):
+        new, _, _, name = self._plan(ctx, args["stmt"], args["expr"])
+        return Rewrite(_validate(self, ctx, new), self.numerics, {"value": name})
 
 
 def _ref_key(ref: str):
@@ -946,7 +943,7 @@ class TensorConcatToFuseOperators(_NestPlanStrategy):
                 A.Assign(b.target, A.Access(y, dt, "g", (A.Const(1),) + iv))]
         new_items = [_build(loops, copies), _build([A.Loop("L", 2, s, 0, ())] + loops, [compute]), _build(loops, outs)]
         new = _with_body(kernel, idx, idx + 2, new_items)
-        return _validate(self, new, n1, n2)
+        return _validate(self, ctx, new, n1, n2)
 
     span = 2
 
@@ -1057,14 +1054,14 @@ class TensorSplitToDecoupleOperators(Strategy):
                 value = both if info.kind == "reduce" else A.BinOp(cop, t, both)
             items = [_build(first, [part1]), _build(second, [part2]), _build(keep, [A.Assign(t, value)])]
         new = _with_body(kernel, idx, idx + 1, items)
-        return _validate(self, new, lp)
+        return _validate(self, ctx, new, lp)
 
     def numerics_for(self, ctx, args):
         return "exact-in-reals" if self._mode(ctx, args["loop"]) == "reduction" else "bitwise"
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if lp.extent < 2:
                 continue
             p = _perfect(ctx.kernel.body[path[0]])
@@ -1081,11 +1078,9 @@ class TensorSplitToDecoupleOperators(Strategy):
             out.append(Site(self.name, {"loop": ref}, {"at": ats}, f"split {mode} loop {lp.var} ({lp.extent})"))
         return out
 
-    def check(self, ctx, args):
-        self._plan(ctx, args["loop"], args["at"])
-
-    def apply(self, ctx, args):
-        return self._plan(ctx, args["loop"], args["at"])
+    def plan(self, ctx, args):
+        new = self._plan(ctx, args["loop"], args["at"])
+        return Rewrite(new, "exact-in-reals" if self._mode(ctx, args["loop"]) == "reduction" else "bitwise")
 
 
 def _fold_offsets(node):
@@ -1194,7 +1189,7 @@ class DeadCodeElimination(_NestPlanStrategy):
                 if box is not None and any(_covers(st, lps, box) for _, st, p, lps in stmts
                                            if p[0] == j and st.target.name == name):
                     break  # every element is overwritten before anything reads it
-        return _validate(self, _with_body(kernel, idx, idx + 1, []), item)
+        return _validate(self, ctx, _with_body(kernel, idx, idx + 1, []), item)
 
     def _describe(self, ctx, idx):
         written = ", ".join(sorted(tensors_written(ctx.kernel.body[idx])))
@@ -1229,7 +1224,7 @@ class ExpressionReorder(_NestPlanStrategy):
                             (f"nest {idx} reads what nest {idx + 1} writes", w2 & r1)):
             if names:
                 raise self.na(f"{what}: {', '.join(sorted(names))}", n1, n2)
-        return _validate(self, _with_body(kernel, idx, idx + 2, [n2, n1]), n1, n2)
+        return _validate(self, ctx, _with_body(kernel, idx, idx + 2, [n2, n1]), n1, n2)
 
     span = 2
 

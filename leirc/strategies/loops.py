@@ -24,11 +24,11 @@ from ..lang import ast as A
 from ..analysis.deps import EQ, GT, LT, direction_vectors, find_conflict, only_self_conflicts, refs_of
 from ..lang.checker import BLOCK_LIMITS, MAX_THREADS_PER_BLOCK, MAX_VECTOR_LANES, THREAD_LIMITS, StmtInfo, binding_axis
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
-from .common import first_error as _first_error, loop_arg as _loop_arg, loops_under as _loops_under
-from .common import rebuild_chain as _rebuild_chain, stmt_arg as _stmt_arg
-from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
-from .rewrite import (add, find_loop, find_stmt, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr,
-                      mul, nest_chain, rename_tensor, replace_at, stmt_ref, substitute, var)
+from .common import loop_arg as _loop_arg, loops_under as _loops_under
+from .common import rebuild_chain as _rebuild_chain, recheck_candidate as _recheck_candidate, stmt_arg as _stmt_arg
+from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
+from .rewrite import (add, carried, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr, mul, nest_chain,
+                      ref_at, refs_at, rename_tensor, replace_at, stmt_ref, substitute, var)
 
 
 @strategy("loop_split", level="operator", numerics="bitwise", creates=("outer", "inner"),
@@ -48,15 +48,15 @@ class LoopSplit(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, lp, _ in iter_loops(ctx.kernel):
+        for ref, lp, _ in ctx.loops():
             if lp.start == 0 and lp.extent >= 4:
                 ds = _divisors(lp.extent, limit=8)
                 if ds:
                     out.append(Site(self.name, {"loop": ref}, {"factor": ds}, f"split {lp.var} ({lp.extent})"))
         return out
 
-    def check(self, ctx, args):
-        lp, _ = _loop_arg(self, ctx, args["loop"])
+    def plan(self, ctx, args):
+        lp, path = _loop_arg(self, ctx, args["loop"])
         f = args["factor"]
         if lp.start != 0:
             raise self.na(f"loop '{lp.var}' starts at {lp.start}; only loops starting at 0 are split", lp)
@@ -64,15 +64,15 @@ class LoopSplit(Strategy):
             raise self.na(f"factor {f} must be between 2 and {lp.extent - 1}", lp)
         if lp.extent % f:
             raise self.na(f"factor {f} does not divide extent {lp.extent} (guarded tails are not generated)", lp)
-
-    def apply(self, ctx, args):
-        lp, path = find_loop(ctx.kernel, args["loop"])
-        f = args["factor"]
         outer = fresh_index(ctx.kernel, lp.var + "o")
         body = tuple(substitute(b, {lp.var: add(mul(var(outer), A.Const(f)), var(lp.var))}) for b in lp.body)
         inner = replace(lp, extent=f, body=body, span=None)
-        new = A.Loop("L", lp.extent // f, outer, 0, (inner,))
-        return replace_at(ctx.kernel, path, new)
+        new = replace_at(ctx.kernel, path, A.Loop("L", lp.extent // f, outer, 0, (inner,)))
+        refs = refs_at(new, [path, path + (0,)])
+        moved = {}
+        for j, b in enumerate(lp.body):
+            moved.update(carried(b, path + (j,), path + (0, j)))
+        return Rewrite(new, self.numerics, {"outer": refs[path], "inner": refs[path + (0,)]}, moved=moved)
 
 
 class _KindChange(Strategy):
@@ -87,14 +87,14 @@ class _KindChange(Strategy):
     def _admissible(self, ctx, lp, path) -> bool:
         """Cheap test used by :meth:`sites`; subclasses replace the full re-check by the
         checker rule that actually applies to their kind."""
-        return _first_error(self._candidate(ctx, lp, path)) is None
+        return ctx.passes(self._candidate(ctx, lp, path))
 
     def _precheck(self, ctx, lp) -> None:
         """Extra structural preconditions (raise NotApplicable)."""
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if lp.kind != "L" or lp.extent < 2:
                 continue
             if self.max_extent and lp.extent > self.max_extent:
@@ -107,20 +107,16 @@ class _KindChange(Strategy):
                 out.append(Site(self.name, {"loop": ref}, {}, f"{lp.var} ({lp.extent}) -> {self.to_kind}"))
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         lp, path = _loop_arg(self, ctx, args["loop"])
         if lp.kind != "L":
             raise self.na(f"loop '{lp.var}' is already {A.LOOP_KIND_NAMES[lp.kind]}", lp)
         if self.max_extent and lp.extent > self.max_extent:
             raise self.na(f"loop '{lp.var}' has {lp.extent} iterations; at most {self.max_extent} allowed", lp)
         self._precheck(ctx, lp)
-        d = _first_error(self._candidate(ctx, lp, path))
-        if d is not None:
-            raise self.na(d.message, lp)
-
-    def apply(self, ctx, args):
-        lp, path = find_loop(ctx.kernel, args["loop"])
-        return self._candidate(ctx, lp, path)
+        new = self._candidate(ctx, lp, path)
+        ctx.recheck(self.name, new, lp)
+        return Rewrite(new, self.numerics, moved=carried(lp, path, path))
 
 
 def _races_free(ctx, lp) -> bool:
@@ -290,28 +286,35 @@ class LoopReorder(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if not _is_chain_head(ctx.kernel, path):
                 continue
             chain = nest_chain(lp)
             if len(chain) < 2:
                 continue
             names = [l.var for l in chain]
-            orders = []
-            for a in range(len(names)):
-                for b in range(a + 1, len(names)):
-                    new = list(names)
-                    new[a], new[b] = new[b], new[a]
-                    try:
-                        self._legal(ctx, chain, new)
-                        if not _all_serial(chain):
-                            _check_candidate(self, self._rewrite(ctx, path, chain, new), lp)
-                    except NotApplicable:
-                        continue
-                    orders.append(",".join(new))
-            if orders:
-                out.append(Site(self.name, {"loop": ref}, {"order": orders}, f"permute {','.join(names)}"))
+            site = self.site(ctx, {"loop": ref}, f"permute {','.join(names)}",
+                             lambda path=path, lp=lp, chain=chain: {"order": self._orders(ctx, path, lp, chain)})
+            if site is not None:
+                out.append(site)
         return out
+
+    def _orders(self, ctx, path, lp, chain) -> list[str]:
+        """The legal swaps of two loops of ``chain``, as orders."""
+        names = [l.var for l in chain]
+        orders = []
+        for a in range(len(names)):
+            for b in range(a + 1, len(names)):
+                new = list(names)
+                new[a], new[b] = new[b], new[a]
+                try:
+                    self._legal(ctx, chain, new)
+                    if not _all_serial(chain):
+                        _check_candidate(self, self._rewrite(ctx, path, chain, new), lp)
+                except NotApplicable:
+                    continue
+                orders.append(",".join(new))
+        return orders
 
     def _segment(self, ctx, args):
         lp, path = _loop_arg(self, ctx, args["loop"])
@@ -349,19 +352,18 @@ class LoopReorder(Strategy):
         by = {l.var: l for l in seg}
         return replace_at(ctx.kernel, path, _rebuild_chain([by[v] for v in order], seg[-1].body))
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         lp, path, seg, order = self._segment(ctx, args)
-        self._legal(ctx, seg, order)
+        ops = self._legal(ctx, seg, order)
+        new = self._rewrite(ctx, path, seg, order)
         if not _all_serial(seg):
-            _check_candidate(self, self._rewrite(ctx, path, seg, order), lp)
-
-    def numerics_for(self, ctx, args):
-        lp, path, seg, order = self._segment(ctx, args)
-        return _reassoc_numerics(self._legal(ctx, seg, order))
-
-    def apply(self, ctx, args):
-        lp, path, seg, order = self._segment(ctx, args)
-        return self._rewrite(ctx, path, seg, order)
+            _recheck_candidate(self, ctx, new, lp)
+        depth = {v: k for k, v in enumerate(order)}
+        moved = {path + (0,) * k: path + (0,) * depth[l.var] for k, l in enumerate(seg)}
+        below = path + (0,) * (len(seg) - 1)
+        for j, b in enumerate(seg[-1].body):
+            moved.update(carried(b, below + (j,), below + (j,)))
+        return Rewrite(new, _reassoc_numerics(ops), moved=moved)
 
 
 # ---------------------------------------------------------------------------
@@ -391,7 +393,7 @@ class LoopTiling(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if len(lp.body) != 1 or not isinstance(lp.body[0], A.Loop):
                 continue
             inner = lp.body[0]
@@ -447,19 +449,19 @@ class LoopTiling(Strategy):
                  replace(lp, extent=f1, span=None), replace(inner, extent=f2, span=None)]
         return replace_at(ctx.kernel, path, _rebuild_chain(loops, body))
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         lp, inner, path = self._pair(ctx, args)
-        self._legal(ctx, lp, inner)
+        ops = self._legal(ctx, lp, inner)
+        new = self._rewrite(ctx, lp, inner, path, args["factor_outer"], args["factor_inner"])
         if not _all_serial((lp, inner)):
-            _check_candidate(self, self._rewrite(ctx, lp, inner, path, args["factor_outer"], args["factor_inner"]), lp)
-
-    def numerics_for(self, ctx, args):
-        lp, inner, path = self._pair(ctx, args)
-        return _reassoc_numerics(self._legal(ctx, lp, inner))
-
-    def apply(self, ctx, args):
-        lp, inner, path = self._pair(ctx, args)
-        return self._rewrite(ctx, lp, inner, path, args["factor_outer"], args["factor_inner"])
+            _recheck_candidate(self, ctx, new, lp)
+        chain = [path + (0,) * k for k in range(4)]
+        refs = refs_at(new, chain)
+        moved = {}
+        for j, b in enumerate(inner.body):
+            moved.update(carried(b, path + (0, j), chain[-1] + (j,)))
+        roles = ("outer_tile", "inner_tile", "outer_point", "inner_point")
+        return Rewrite(new, _reassoc_numerics(ops), {r: refs[p] for r, p in zip(roles, chain)}, moved=moved)
 
 
 # ---------------------------------------------------------------------------
@@ -507,7 +509,7 @@ class LoopFusion(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if len(lp.body) != 1 or not isinstance(lp.body[0], A.Loop):
                 continue
             inner = lp.body[0]
@@ -544,13 +546,14 @@ class LoopFusion(Strategy):
         body = tuple(_fuse_expr(b, lp.var, inner.var, inner.extent) for b in inner.body)
         return replace_at(ctx.kernel, path, replace(inner, extent=lp.extent * inner.extent, body=body, span=None))
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         lp, inner, path = self._pair(ctx, args)
-        _check_candidate(self, self._rewrite(ctx, lp, inner, path), lp)
-
-    def apply(self, ctx, args):
-        lp, inner, path = self._pair(ctx, args)
-        return self._rewrite(ctx, lp, inner, path)
+        new = self._rewrite(ctx, lp, inner, path)
+        _recheck_candidate(self, ctx, new, lp)
+        moved = {path + (0,): path}
+        for j, b in enumerate(inner.body):
+            moved.update(carried(b, path + (0, j), path + (j,)))
+        return Rewrite(new, self.numerics, {"fused": ref_at(new, path)}, moved=moved)
 
 
 # ---------------------------------------------------------------------------
@@ -686,7 +689,7 @@ class LoopBinding(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if lp.kind != "L":
                 continue
             if self._race(ctx, lp) is not None:
@@ -701,20 +704,15 @@ class LoopBinding(Strategy):
         body = tuple(substitute(b, {lp.var: A.Var(new)}) for b in lp.body)
         return replace_at(ctx.kernel, path, replace(lp, kind="B", var=new, body=body))
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         lp, path = _loop_arg(self, ctx, args["loop"])
         why = self._reason(ctx, lp, path, args["axis"])
         if why is not None:
             raise self.na(why, lp)
-
-    def numerics_for(self, ctx, args):
-        lp, _ = _loop_arg(self, ctx, args["loop"])
         ops = {si.op for si in _inside(ctx, lp) if si.kind == "reduce" and lp.var in si.reduce_vars}
-        return _reassoc_numerics(ops)
-
-    def apply(self, ctx, args):
-        lp, path = find_loop(ctx.kernel, args["loop"])
-        return self._candidate(ctx, lp, path, args["axis"])
+        new = self._candidate(ctx, lp, path, args["axis"])
+        # the binding is legal by the checker's own rules (above): the engine re-checks once
+        return Rewrite(new, _reassoc_numerics(ops), {"bound": ref_at(new, path)}, moved=carried(lp, path, path))
 
 
 def _enclosing(kernel, path) -> list[A.Loop]:
@@ -777,7 +775,7 @@ class ReductionFactorization(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, lp, path in iter_loops(ctx.kernel):
+        for ref, lp, path in ctx.loops():
             if lp.extent < 2:
                 continue
             try:
@@ -788,7 +786,7 @@ class ReductionFactorization(Strategy):
             splits = sorted({p for p in (n // 4, n // 2, 3 * n // 4) if 0 < p < n})
             if not _all_serial(si.loops) or si.stmt.target.scope == "s":
                 try:
-                    _check_candidate(self, self._rewrite(ctx, lp, path, si, splits[0]), lp)
+                    _check_candidate(self, self._rewrite(ctx, lp, path, si, splits[0])[0], lp)
                 except NotApplicable:
                     continue
             out.append(Site(self.name, {"loop": ref}, {"split": splits}, f"rfactor {si.stmt.target.name} over {lp.var} ({n})"))
@@ -812,26 +810,18 @@ class ReductionFactorization(Strategy):
         spatial = [replace(l, span=None) for l in si.loops if l.var not in si.reduce_vars]
         combine = _rebuild_chain(spatial, (stmt,)) if spatial else stmt
         new_items = [part(p1, split, 0), part(p2, lp.extent - split, split), combine]
-        return replace_at(ctx.kernel, (path[0],), new_items)
+        return replace_at(ctx.kernel, (path[0],), new_items), p1, p2
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         lp, path = _loop_arg(self, ctx, args["loop"])
         si = self._target(ctx, lp, path)
         s = args["split"]
         if not 0 < s < lp.extent:
             raise self.na(f"split {s} must be between 1 and {lp.extent - 1} (extent of '{lp.var}')", lp)
+        new, p1, p2 = self._rewrite(ctx, lp, path, si, s)
         if not _all_serial(si.loops) or si.stmt.target.scope == "s":
-            _check_candidate(self, self._rewrite(ctx, lp, path, si, s), lp)
-
-    def numerics_for(self, ctx, args):
-        lp, path = _loop_arg(self, ctx, args["loop"])
-        si = self._target(ctx, lp, path)
-        return _reassoc_numerics({si.op})
-
-    def apply(self, ctx, args):
-        lp, path = find_loop(ctx.kernel, args["loop"])
-        si = self._target(ctx, lp, path)
-        return self._rewrite(ctx, lp, path, si, args["split"])
+            _recheck_candidate(self, ctx, new, lp)
+        return Rewrite(new, _reassoc_numerics({si.op}), {"first": p1, "second": p2})
 
 
 def _replace_in(node, sub_path, new):
@@ -909,11 +899,11 @@ class PrecomputeIndices(Strategy):
 
         new_st = replace(st, value=map_expr(st.value, fn))
         k = replace_at(ctx.kernel, path, new_st)
-        return replace_at(k, (path[0],), [nest, k.body[path[0]]])
+        return replace_at(k, (path[0],), [nest, k.body[path[0]]]), name
 
     def sites(self, ctx):
         out = []
-        for ref, st, path in iter_stmts(ctx.kernel):
+        for ref, st, path in ctx.stmts():
             si = ctx.result.info(st)
             seen = set()
             for a in A.walk(st.value):
@@ -926,20 +916,17 @@ class PrecomputeIndices(Strategy):
                     try:
                         e = self._subscript(ctx, st, a.name, d)
                         if not _all_serial(si.loops):
-                            _check_candidate(self, self._rewrite(ctx, st, path, a.name, d, e), st)
+                            _check_candidate(self, self._rewrite(ctx, st, path, a.name, d, e)[0], st)
                     except NotApplicable:
                         continue
                     out.append(Site(self.name, {"stmt": ref, "tensor": a.name, "dim": d}, {},
                                     f"precompute subscript {d} of {a.name} in {ref}"))
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         st, path = _stmt_arg(self, ctx, args["stmt"])
         e = self._subscript(ctx, st, args["tensor"], args["dim"])
+        new, name = self._rewrite(ctx, st, path, args["tensor"], args["dim"], e)
         if not _all_serial(ctx.result.info(st).loops):
-            _check_candidate(self, self._rewrite(ctx, st, path, args["tensor"], args["dim"], e), st)
-
-    def apply(self, ctx, args):
-        st, path = find_stmt(ctx.kernel, args["stmt"])
-        e = self._subscript(ctx, st, args["tensor"], args["dim"])
-        return self._rewrite(ctx, st, path, args["tensor"], args["dim"], e)
+            _recheck_candidate(self, ctx, new, st)
+        return Rewrite(new, self.numerics, {"index": name})

@@ -45,10 +45,10 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from ..lang import ast as A
-from ..lang.checker import StmtInfo, check_kernel
+from ..lang.checker import StmtInfo
 from ..lang.parser import parse
 from ..lang.printer import print_expr
-from .base import Arg, Context, Site, Strategy, strategy
+from .base import Arg, Context, Rewrite, Site, Strategy, strategy
 from .rewrite import find_stmt, iter_stmts, replace_at
 
 # SymPy (and leirc.algebra, which imports it) is loaded on first use: importing the
@@ -183,16 +183,19 @@ def locate(s: Strategy, tgt: Target, at: str, pred: Optional[Callable[[A.Expr], 
     raise s.na(f"the {tgt.where} of {tgt.ref} ({print_expr(tgt.expr)}) has no {what}", tgt.stmt)
 
 
-def bridge_for(ctx: Context, tgt: Target):
-    from ..algebra.bridge import Bridge
+def tensor_signs_of(ctx: Context):
+    """Sign facts of the kernel's tensors (:func:`leirc.algebra.signs.tensor_signs`), once
+    per context."""
     from ..algebra.signs import tensor_signs
 
-    signs = getattr(ctx, "_math_signs", None)
-    if signs is None:
-        signs = tensor_signs(ctx.result)
-        ctx._math_signs = signs
+    return ctx.memo("math.signs", lambda: tensor_signs(ctx.result))
+
+
+def bridge_for(ctx: Context, tgt: Target):
+    from ..algebra.bridge import Bridge
+
     ranges = {l.var: (l.start, l.start + l.extent - 1) for l in tgt.info.loops}
-    return Bridge(signs, ranges)
+    return Bridge(tensor_signs_of(ctx), ranges)
 
 
 def finish(s: Strategy, ctx: Context, tgt: Target, new_expr: A.Expr) -> A.Kernel:
@@ -200,7 +203,7 @@ def finish(s: Strategy, ctx: Context, tgt: Target, new_expr: A.Expr) -> A.Kernel
     not check or the statement kind changes."""
     new_stmt = tgt.rebuild(new_expr)
     kernel = replace_at(ctx.kernel, tgt.path, new_stmt)
-    res = check_kernel(kernel)
+    res = ctx.checked(kernel)  # remembered: the engine's re-check of this kernel is free
     errs = [d for d in res.diagnostics if d.is_error]
     if errs:
         raise s.na(f"the rewritten {tgt.ref} does not check: {errs[0].code} {errs[0].message}", tgt.stmt)
@@ -230,11 +233,7 @@ def prove(s: Strategy, tgt: Target, b, old_leir: A.Expr, new_leir: A.Expr, *, al
 
 
 def _cache(ctx: Context) -> dict:
-    c = getattr(ctx, "_math_cache", None)
-    if c is None:
-        c = {}
-        ctx._math_cache = c
-    return c
+    return ctx.memo("math.results", dict)
 
 
 def _key(name: str, args: dict) -> tuple:
@@ -242,7 +241,8 @@ def _key(name: str, args: dict) -> tuple:
 
 
 class CachedRewrite(Strategy):
-    """A strategy whose check and apply share one computation (cached on the context)."""
+    """A strategy whose one computation (``compute``) is cached on the context, so the
+    sites' probes, ``plan`` and :meth:`numerics_for` share it."""
 
     def compute(self, ctx: Context, args: dict) -> A.Kernel:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -264,42 +264,55 @@ class CachedRewrite(Strategy):
             raise v
         return v
 
-    def check(self, ctx, args):
-        self._result(ctx, args)
+    def plan(self, ctx, args):
+        return Rewrite(self._result(ctx, args), self.numerics_for(ctx, args))
 
-    def apply(self, ctx, args):
-        return self._result(ctx, args)
+    def numerics_for(self, ctx, args):
+        return self.numerics  # a subclass may look at the (cached) result
 
 
 def _sites_by_stmt(s: CachedRewrite, ctx: Context, extra: Optional[Callable] = None, limit: int = 4) -> list[Site]:
     """A site per statement where the strategy applies (with its default arguments, or
-    with the argument domains ``extra(ctx, ref) -> {name: [values]}``)."""
-    from .base import NotApplicable, parse_args
-
+    with the argument domains ``extra(ctx, ref) -> {name: [values]}``, which a
+    cursor-restricted listing defers)."""
     out = []
-    for ref, st, _ in iter_stmts(ctx.kernel):
+    for ref, st, _ in ctx.stmts():
         doms = extra(ctx, ref) if extra else {}
         if extra and not any(doms.values()):
             continue
-        combos = [{}] if not doms else [{k: v} for k, vs in doms.items() for v in vs]
-        good: dict = {}
-        for combo in combos:
-            try:
-                args = parse_args(s, {"stmt": ref, **combo})
-                s.check(ctx, args)
-            except NotApplicable:
-                continue
-            for k, v in combo.items():
-                good.setdefault(k, []).append(v)
-            if not combo:
-                good = {}
-                break
-        else:
-            if not good:
-                continue
-        good = {k: v[:limit] for k, v in good.items()}
-        out.append(Site(s.name, {"stmt": ref}, good, f"{s.name} on {ref}"))
+        desc = f"{s.name} on {ref}"
+        if doms and ctx.lazy:
+            out.append(Site(s.name, {"stmt": ref}, description=desc,
+                            resolve=lambda ref=ref, doms=doms: _good_values(s, ctx, ref, doms, limit) or
+                            {k: [] for k in doms}))
+            continue
+        good = _good_values(s, ctx, ref, doms, limit)
+        if good is not None:
+            out.append(Site(s.name, {"stmt": ref}, good, desc))
     return out
+
+
+def _good_values(s: CachedRewrite, ctx: Context, ref: str, doms: dict, limit: int) -> Optional[dict]:
+    """The values of ``doms`` (one argument varied at a time) with which ``s`` applies to
+    ``ref``, at most ``limit`` per argument; ``{}`` when it applies without them, None when
+    it does not apply at all."""
+    from .base import NotApplicable, parse_args
+
+    combos = [{}] if not doms else [{k: v} for k, vs in doms.items() for v in vs]
+    good: dict = {}
+    for combo in combos:
+        try:
+            args = parse_args(s, {"stmt": ref, **combo})
+            s.check(ctx, args)
+        except NotApplicable:
+            continue
+        if not combo:
+            return {}
+        for k, v in combo.items():
+            good.setdefault(k, []).append(v)
+    if not good:
+        return None
+    return {k: v[:limit] for k, v in good.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -719,17 +732,9 @@ class ExpandCollect(SympyRewrite):
 def finite_tensors(ctx: Context) -> set:
     """Tensors proven finite in real arithmetic (:func:`leirc.algebra.signs.tensor_finite`),
     cached on the context."""
-    from ..algebra.signs import tensor_finite, tensor_signs
+    from ..algebra.signs import tensor_finite
 
-    fin = getattr(ctx, "_math_finite", None)
-    if fin is None:
-        signs = getattr(ctx, "_math_signs", None)
-        if signs is None:
-            signs = tensor_signs(ctx.result)
-            ctx._math_signs = signs
-        fin = tensor_finite(ctx.result, signs)
-        ctx._math_finite = fin
-    return fin
+    return ctx.memo("math.finite", lambda: tensor_finite(ctx.result, tensor_signs_of(ctx)))
 
 
 def require_finite(s: Strategy, ctx: Context, tgt: Target, z: A.Expr, what: str, claim: str = "finite") -> None:
@@ -743,7 +748,7 @@ def require_finite(s: Strategy, ctx: Context, tgt: Target, z: A.Expr, what: str,
     fin = finite_tensors(ctx)
     ranges = {l.var: (l.start, l.start + l.extent - 1) for l in tgt.info.loops}
     try:
-        zs = Bridge(ctx._math_signs, ranges, fin).to_sympy(z)
+        zs = Bridge(tensor_signs_of(ctx), ranges, fin).to_sympy(z)
     except NotRepresentable as e:
         raise s.na(f"argument 'z': {e}") from None
     if not is_finite_real(zs):

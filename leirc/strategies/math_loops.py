@@ -48,9 +48,9 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..lang import ast as A
-from ..lang.checker import StmtInfo, check_kernel
+from ..lang.checker import StmtInfo
 from ..lang.printer import print_expr
-from .base import Arg, Context, Site, Strategy, strategy
+from .base import Arg, Context, Rewrite, Site, Strategy, strategy
 from .rewrite import find_stmt, fresh_index, fresh_tensor, iter_stmts, nest_chain, reads_of, substitute, tensors_read, \
     tensors_written
 
@@ -113,11 +113,9 @@ def _add(a, b) -> A.BinOp:
     return A.BinOp("+", a, b)
 
 
-def _candidate(s: Strategy, kernel: A.Kernel) -> A.Kernel:
-    res = check_kernel(kernel)
-    errs = [d for d in res.diagnostics if d.is_error]
-    if errs:
-        raise s.na(f"the rewritten program does not check: {errs[0].code} {errs[0].message}")
+def _candidate(s: Strategy, ctx: Context, kernel: A.Kernel) -> A.Kernel:
+    """``kernel`` if it checks (remembered by ``ctx``: the engine's re-check is free)."""
+    ctx.recheck(s.name, kernel, message="the rewritten program does not check: {code} {message}")
     return kernel
 
 
@@ -206,7 +204,7 @@ class NormalLoopMaxToPrefixMax(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, st, _ in iter_stmts(ctx.kernel):
+        for ref, st, _ in ctx.stmts():
             info = ctx.result.info(st)
             if info.kind == "reduce" and info.op == "max":
                 try:
@@ -231,10 +229,10 @@ class NormalLoopMaxToPrefixMax(Strategy):
             raise self.na(f"reduction loop '{r.var}' starts at {r.start}; only loops starting at 0 are supported", r)
         return st, path, info, loops, r
 
-    def check(self, ctx, args):
-        self.apply(ctx, args)
+    def plan(self, ctx, args):
+        return Rewrite(self._rewrite(ctx, args), self.numerics)
 
-    def apply(self, ctx, args):
+    def _rewrite(self, ctx, args):
         st, path, info, loops, r = self._plan(ctx, args)
         t = st.target
         f = fresh_tensor(ctx.kernel)
@@ -251,7 +249,7 @@ class NormalLoopMaxToPrefixMax(Strategy):
         copy = _items([l for l in loops if l is not r], (A.Assign(t, last),))
         body = list(ctx.kernel.body)
         body[path[0]:path[0] + 1] = [scan] + copy
-        return _candidate(self, replace(ctx.kernel, body=tuple(body)))
+        return _candidate(self, ctx, replace(ctx.kernel, body=tuple(body)))
 
 
 # ---------------------------------------------------------------------------
@@ -344,12 +342,12 @@ def _online_rewrite(s: Strategy, ctx: Context, p: SoftmaxPlan) -> A.Kernel:
     body = list(ctx.kernel.body)
     del body[p.sum_idx]
     body[p.max_idx:p.max_idx + 1] = init + stream
-    return _candidate(s, replace(ctx.kernel, body=tuple(body)))
+    return _candidate(s, ctx, replace(ctx.kernel, body=tuple(body)))
 
 
 def _softmax_sites(s: Strategy, ctx: Context) -> list[Site]:
     out = []
-    for ref, st, _ in iter_stmts(ctx.kernel):
+    for ref, st, _ in ctx.stmts():
         info = ctx.result.info(st)
         if info.kind == "reduce" and info.op == "max":
             try:
@@ -390,10 +388,10 @@ class NormalLoopSummationOnExpToPrefixSummationOnExp(Strategy):
     def sites(self, ctx):
         return _softmax_sites(self, ctx)
 
-    def check(self, ctx, args):
-        self.apply(ctx, args)
+    def plan(self, ctx, args):
+        return Rewrite(self._rewrite(ctx, args), self.numerics)
 
-    def apply(self, ctx, args):
+    def _rewrite(self, ctx, args):
         return _online_rewrite(self, ctx, softmax_plan(self, ctx, args["stmt"]))
 
 
@@ -445,10 +443,10 @@ class OnlineSoftmax(Strategy):
     def sites(self, ctx):
         return _softmax_sites(self, ctx)
 
-    def check(self, ctx, args):
-        self.apply(ctx, args)
+    def plan(self, ctx, args):
+        return Rewrite(self._rewrite(ctx, args), self.numerics)
 
-    def apply(self, ctx, args):
+    def _rewrite(self, ctx, args):
         p = softmax_plan(self, ctx, args["stmt"])
         _normalizer(self, ctx, p)
         return _online_rewrite(self, ctx, p)
@@ -613,7 +611,7 @@ class NormalMatmulToPrefixMatmulBasedOnOnlineSoftmax(Strategy):
 
     def sites(self, ctx):
         out = []
-        for ref, st, _ in iter_stmts(ctx.kernel):
+        for ref, st, _ in ctx.stmts():
             info = ctx.result.info(st)
             if info.kind == "reduce" and info.op == "+":
                 try:
@@ -623,10 +621,10 @@ class NormalMatmulToPrefixMatmulBasedOnOnlineSoftmax(Strategy):
                 out.append(Site(self.name, {"stmt": ref}, {}, f"prefix product into {print_expr(st.target)}"))
         return out
 
-    def check(self, ctx, args):
-        self.apply(ctx, args)
+    def plan(self, ctx, args):
+        return Rewrite(self._rewrite(ctx, args), self.numerics)
 
-    def apply(self, ctx, args):
+    def _rewrite(self, ctx, args):
         st, path, _ = _stmt(self, ctx, args["stmt"])
         pv_idx = path[0]
         k = ctx.kernel
@@ -663,7 +661,7 @@ class NormalMatmulToPrefixMatmulBasedOnOnlineSoftmax(Strategy):
         out = []
         for i, it in enumerate(body):
             out.extend(new_items[i] if i in new_items else [it])
-        return _candidate(self, replace(k, body=tuple(out)))
+        return _candidate(self, ctx, replace(k, body=tuple(out)))
 
 
 def _producers(s: Strategy, ctx: Context, p: SoftmaxPlan) -> list[tuple[int, list, A.Assign]]:
@@ -733,10 +731,10 @@ class FlashattentionWoTiling(Strategy):
     def sites(self, ctx):
         return _softmax_sites(self, ctx)
 
-    def check(self, ctx, args):
-        self.apply(ctx, args)
+    def plan(self, ctx, args):
+        return Rewrite(self._rewrite(ctx, args), self.numerics)
 
-    def apply(self, ctx, args):
+    def _rewrite(self, ctx, args):
         k = ctx.kernel
         p = softmax_plan(self, ctx, args["stmt"])
         n_idx, n_loops, n_st, n_ren = _normalizer(self, ctx, p)
@@ -756,4 +754,4 @@ class FlashattentionWoTiling(Strategy):
                 out.append(fused)
             if i not in drop:
                 out.append(it)
-        return _candidate(self, replace(k, body=tuple(out)))
+        return _candidate(self, ctx, replace(k, body=tuple(out)))

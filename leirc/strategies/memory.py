@@ -33,11 +33,11 @@ from ..lang import ast as A
 from ..lang.affine import Facts
 from ..lang.checker import (DTYPE_BYTES, MAX_VECTOR_LANES, SHARED_BYTES_LIMIT, StmtInfo, per_block_footprint, binding_axis,
                             find_conflict)
-from .base import Arg, Context, NotApplicable, Site, Strategy, strategy
+from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
-from .common import first_error as _first_error, loops_under as _loops_under, rebuild_chain as _rebuild_chain
+from .common import loops_under as _loops_under, rebuild_chain as _rebuild_chain, recheck_candidate as _recheck_candidate
 from .common import stmt_arg as _stmt_arg, stmts_under as _stmts_under
-from .rewrite import add, find_stmt, fresh_tensor, iter_stmts, map_expr, mul, rename_tensor, replace_at
+from .rewrite import add, fresh_tensor, iter_stmts, map_expr, mul, rename_tensor, replace_at
 
 SCOPES = ("g", "s", "l")
 
@@ -81,16 +81,16 @@ def _vars_in(indices) -> set[str]:
 
 
 def _users(ctx: Context) -> dict:
-    """tensor name -> checker facts of the statements that access it (cached on ``ctx``)."""
-    cached = getattr(ctx, "_memory_users", None)
-    if cached is None:
-        cached = {}
+    """tensor name -> checker facts of the statements that access it (once per ``ctx``)."""
+
+    def collect() -> dict:
+        users: dict = {}
         for si in ctx.result.stmts:
-            names = {a.name for a in A.walk(si.stmt) if isinstance(a, A.Access)}
-            for n in names:
-                cached.setdefault(n, []).append(si)
-        ctx._memory_users = cached
-    return cached
+            for n in {a.name for a in A.walk(si.stmt) if isinstance(a, A.Access)}:
+                users.setdefault(n, []).append(si)
+        return users
+
+    return ctx.memo("memory.users", collect)
 
 
 def _has_block_binding(kernel: A.Kernel) -> bool:
@@ -242,7 +242,19 @@ def _fits_shared(ctx: Context, build, ivs, dtype: str) -> bool:
         return True
     if not _has_block_binding(ctx.kernel):
         return False  # one block holds the whole buffer
-    return _first_error(build()) is None
+    return ctx.passes(build())
+
+
+def _legal_scopes(check) -> list[str]:
+    """The cache scopes (l, s) for which ``check(scope)`` raises no NotApplicable."""
+    out = []
+    for scope in ("l", "s"):
+        try:
+            check(scope)
+        except NotApplicable:
+            continue
+        out.append(scope)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -276,8 +288,10 @@ class _Cache(Strategy):
         loops = [replace(l, span=None) for l in si.loops if l.var in used]
         return reads, subs, loops, ivs
 
-    def _read_rewrite(self, ctx, st, path, tensor, scope, vector=False):
-        reads, subs, loops, ivs = self._read_plan(ctx, st, path, tensor)
+    def _read_rewrite(self, ctx, st, path, tensor, scope, vector=False, planned=None):
+        """(new kernel, copy loops, region, dtype, cache name); ``planned`` is the
+        :meth:`_read_plan` result when the caller already has it."""
+        reads, subs, loops, ivs = planned or self._read_plan(ctx, st, path, tensor)
         src = replace(reads[0], span=None)
         name = fresh_tensor(ctx.kernel)
         cache = A.Access(name, src.dtype, scope, subs)
@@ -294,7 +308,7 @@ class _Cache(Strategy):
         new_st = replace(st, value=map_expr(st.value, fn))
         k = replace_at(ctx.kernel, path, new_st)
         k = replace_at(k, (path[0],), [nest, k.body[path[0]]])
-        return k, loops, ivs, src.dtype
+        return k, loops, ivs, src.dtype, name
 
     def _write_plan(self, ctx, st, path, tensor):
         if st.target.name != tensor:
@@ -321,13 +335,13 @@ class _Cache(Strategy):
         nest = _rebuild_chain(loops, (back,)) if loops else back
         k = replace_at(ctx.kernel, path, new_st)
         k = replace_at(k, (path[0],), [k.body[path[0]], nest])
-        return k, loops, ivs, st.target.dtype
+        return k, loops, ivs, st.target.dtype, name
 
     def _validate(self, ctx, build, loops, ivs, dtype, scope, node):
         """What the plans do not establish: races of non-serial copy loops and the
         shared-memory capacity. ``build()`` returns the candidate kernel."""
         if not _all_serial(loops):
-            _check_candidate(self, build(), node)
+            _recheck_candidate(self, ctx, build(), node)
         if scope == "s" and not _fits_shared(ctx, build, ivs, dtype):
             raise self.na(f"a shared buffer of {_region_bytes(ivs, dtype)} bytes exceeds {SHARED_BYTES_LIMIT} bytes per block", node)
 
@@ -376,32 +390,26 @@ class CacheReadWrite(_Cache):
 
     def sites(self, ctx):
         out = []
-        for ref, st, path in iter_stmts(ctx.kernel):
+        for ref, st, path in ctx.stmts():
             names = [st.target.name]
             for a in A.walk(st.value):
                 if isinstance(a, A.Access) and a.name not in names:
                     names.append(a.name)
             for tensor in names:
                 mode = "write" if tensor == st.target.name else "read"
-                scopes = []
-                for scope in ("l", "s"):
-                    try:
-                        self._verify(ctx, st, path, tensor, mode, scope)
-                    except NotApplicable:
-                        continue
-                    scopes.append(scope)
-                if scopes:
-                    out.append(Site(self.name, {"stmt": ref, "tensor": tensor, "mode": mode}, {"scope": scopes},
-                                    f"{mode} cache of {tensor} in {ref}"))
+                check = lambda scope, st=st, path=path, tensor=tensor, mode=mode: self._verify(  # noqa: E731
+                    ctx, st, path, tensor, mode, scope)
+                site = self.site(ctx, {"stmt": ref, "tensor": tensor, "mode": mode}, f"{mode} cache of {tensor} in {ref}",
+                                 lambda check=check: {"scope": _legal_scopes(check)})
+                if site is not None:
+                    out.append(site)
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         st, path = _stmt_arg(self, ctx, args["stmt"])
-        self._verify(ctx, st, path, args["tensor"], args["mode"], args["scope"])
-
-    def apply(self, ctx, args):
-        st, path = find_stmt(ctx.kernel, args["stmt"])
-        return self._build(ctx, st, path, args["tensor"], args["mode"], args["scope"])[0]
+        new, loops, ivs, dt, name = self._build(ctx, st, path, args["tensor"], args["mode"], args["scope"])
+        self._validate(ctx, lambda: new, loops, ivs, dt, args["scope"], st)
+        return Rewrite(new, self.numerics, {"cache": name})
 
 
 @strategy("vectorized_memory_access", level="memory", numerics="bitwise", creates=("copy:tensor",),
@@ -422,8 +430,8 @@ class VectorizedMemoryAccess(_Cache):
     After: \\kernel k(A:f32[4,8])->(C:f32[4]){L^{4}_{i=0}V^{8}_{j=0}[D^{f32,l}_{i,j}=A^{f32,g}_{i,j};];L^{4}_{i=0}L^{8}_{j=0}[C^{f32,g}_{i}=C^{f32,g}_{i}+D^{f32,l}_{i,j};];}
     """
 
-    def _plan_vector(self, ctx, st, path, tensor):
-        reads, subs, loops, ivs = self._read_plan(ctx, st, path, tensor)
+    def _plan_vector(self, ctx, st, path, tensor, planned=None):
+        reads, subs, loops, ivs = planned or self._read_plan(ctx, st, path, tensor)
         if not loops:
             raise self.na(f"the read of '{tensor}' uses no loop index; there is nothing to vectorize", st)
         inner = loops[-1]
@@ -446,32 +454,26 @@ class VectorizedMemoryAccess(_Cache):
 
     def sites(self, ctx):
         out = []
-        for ref, st, path in iter_stmts(ctx.kernel):
+        for ref, st, path in ctx.stmts():
             names = []
             for a in A.walk(st.value):
                 if isinstance(a, A.Access) and a.name not in names and a.name != st.target.name:
                     names.append(a.name)
             for tensor in names:
-                scopes = []
-                for scope in ("l", "s"):
-                    try:
-                        self._verify(ctx, st, path, tensor, scope)
-                    except NotApplicable:
-                        continue
-                    scopes.append(scope)
-                if scopes:
-                    out.append(Site(self.name, {"stmt": ref, "tensor": tensor}, {"scope": scopes},
-                                    f"vector copy of {tensor} for {ref}"))
+                check = lambda scope, st=st, path=path, tensor=tensor: self._verify(ctx, st, path, tensor, scope)  # noqa: E731
+                site = self.site(ctx, {"stmt": ref, "tensor": tensor}, f"vector copy of {tensor} for {ref}",
+                                 lambda check=check: {"scope": _legal_scopes(check)})
+                if site is not None:
+                    out.append(site)
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         st, path = _stmt_arg(self, ctx, args["stmt"])
-        self._verify(ctx, st, path, args["tensor"], args["scope"])
-
-    def apply(self, ctx, args):
-        st, path = find_stmt(ctx.kernel, args["stmt"])
-        self._plan_vector(ctx, st, path, args["tensor"])
-        return self._read_rewrite(ctx, st, path, args["tensor"], args["scope"], vector=True)[0]
+        planned = self._read_plan(ctx, st, path, args["tensor"])
+        loops, ivs, dt = self._plan_vector(ctx, st, path, args["tensor"], planned)
+        new, _, _, _, name = self._read_rewrite(ctx, st, path, args["tensor"], args["scope"], vector=True, planned=planned)
+        self._validate(ctx, lambda: new, loops[:-1], ivs, dt, args["scope"], st)
+        return Rewrite(new, self.numerics, {"copy": name})
 
 
 # ---------------------------------------------------------------------------
@@ -514,20 +516,18 @@ class SetStorageScope(Strategy):
     def sites(self, ctx):
         out = []
         for info in ctx.result.tensors.values():
-            if info.role != "intermediate":
+            if info.role != "intermediate" or not ctx.wants_tensor(info.name):
                 continue
             scopes = [s for s in SCOPES if self._reason(ctx, info.name, s) is None]
             if scopes:
                 out.append(Site(self.name, {"tensor": info.name}, {"scope": scopes}, f"move {info.name} ({info.scope})"))
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         why = self._reason(ctx, args["tensor"], args["scope"])
         if why is not None:
             raise self.na(why)
-
-    def apply(self, ctx, args):
-        return rename_tensor(ctx.kernel, args["tensor"], args["tensor"], scope=args["scope"])
+        return Rewrite(rename_tensor(ctx.kernel, args["tensor"], args["tensor"], scope=args["scope"]), self.numerics)
 
 
 # ---------------------------------------------------------------------------
@@ -618,8 +618,9 @@ class LayoutTransformation(Strategy):
                           *guarded.nodes)
         return reads, shape, spec
 
-    def _rewrite(self, ctx, st, path, tensor, args):
-        reads, shape, spec = self._plan(ctx, st, path, tensor, args)
+    def _rewrite(self, ctx, st, path, tensor, args, planned=None):
+        """(new kernel, copy name); ``planned`` is the :meth:`_plan` result if known."""
+        reads, shape, spec = planned or self._plan(ctx, st, path, tensor, args)
         si = ctx.result.info(st)
         loops = _copy_loops(ctx.kernel, reads, shape, si.loops)
         dtype = reads[0].dtype
@@ -634,16 +635,20 @@ class LayoutTransformation(Strategy):
             return x
 
         k = replace_at(ctx.kernel, path, replace(st, value=map_expr(st.value, fn)))
-        return replace_at(k, (path[0],), [nest, k.body[path[0]]])
+        return replace_at(k, (path[0],), [nest, k.body[path[0]]]), name
+
+    def _needs_check(self, ctx, st, reads, shape) -> bool:
+        """Does a copy loop reuse a non-serial loop (the checker decides its races)?"""
+        return not _all_serial(l for l in _reused_loops(reads, shape, ctx.result.info(st).loops) if l is not None)
 
     def _verify(self, ctx, st, path, tensor, args, base=None):
         reads, shape, spec = self._plan(ctx, st, path, tensor, args, base)
-        if not _all_serial(l for l in _reused_loops(reads, shape, ctx.result.info(st).loops) if l is not None):
-            _check_candidate(self, self._rewrite(ctx, st, path, tensor, args), st)
+        if self._needs_check(ctx, st, reads, shape):
+            _check_candidate(self, self._rewrite(ctx, st, path, tensor, args, (reads, shape, spec))[0], st)
 
     def sites(self, ctx):
         out = []
-        for ref, st, path in iter_stmts(ctx.kernel):
+        for ref, st, path in ctx.stmts():
             names = []
             for a in A.walk(st.value):
                 if isinstance(a, A.Access) and a.name not in names and a.name != st.target.name:
@@ -663,13 +668,13 @@ class LayoutTransformation(Strategy):
                                     f"{fixed['kind']} copy of {tensor} for {ref}"))
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         st, path = _stmt_arg(self, ctx, args["stmt"])
-        self._verify(ctx, st, path, args["tensor"], args)
-
-    def apply(self, ctx, args):
-        st, path = find_stmt(ctx.kernel, args["stmt"])
-        return self._rewrite(ctx, st, path, args["tensor"], args)
+        planned = self._plan(ctx, st, path, args["tensor"], args)
+        new, name = self._rewrite(ctx, st, path, args["tensor"], args, planned)
+        if self._needs_check(ctx, st, planned[0], planned[1]):
+            _recheck_candidate(self, ctx, new, st)
+        return Rewrite(new, self.numerics, {"copy": name})
 
 
 @strategy("set_storage_layout", level="memory", numerics="bitwise",
@@ -731,12 +736,12 @@ class SetStorageLayout(Strategy):
 
     def _fits(self, ctx, info, args) -> bool:
         spec = _layout_spec(self, args, info.shape)
-        return not self._needs_check(ctx, info, spec[0]) or _first_error(self._rewrite(ctx, info, spec)) is None
+        return not self._needs_check(ctx, info, spec[0]) or ctx.passes(self._rewrite(ctx, info, spec))
 
     def sites(self, ctx):
         out = []
         for info in ctx.result.tensors.values():
-            if info.role != "intermediate" or not info.shape:
+            if info.role != "intermediate" or not info.shape or not ctx.wants_tensor(info.name):
                 continue
             needs = {k: self._needs_check(ctx, info, k) for k in LAYOUTS}
             for fixed, domains in _layout_domains(info.shape):
@@ -751,11 +756,9 @@ class SetStorageLayout(Strategy):
                 out.append(Site(self.name, {"tensor": info.name, **fixed}, domains, f"{fixed['kind']} {info.name}"))
         return out
 
-    def check(self, ctx, args):
+    def plan(self, ctx, args):
         info, spec = self._plan(ctx, args["tensor"], args)
+        new = self._rewrite(ctx, info, spec)
         if self._needs_check(ctx, info, spec[0]):
-            _check_candidate(self, self._rewrite(ctx, info, spec))
-
-    def apply(self, ctx, args):
-        info, spec = self._plan(ctx, args["tensor"], args)
-        return self._rewrite(ctx, info, spec)
+            _recheck_candidate(self, ctx, new)
+        return Rewrite(new, self.numerics)

@@ -3,6 +3,7 @@ based replacement, substitution and fresh names. All functions return new trees.
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import replace
 from typing import Callable, Iterator, Optional
@@ -402,3 +403,97 @@ def resolve_roles(roles, old: A.Kernel, new: A.Kernel) -> dict[str, str]:
         if len(refs) == len(mine):
             out.update({r.name: ref for r, ref in zip(mine, refs)})
     return out
+
+
+# ---------------------------------------------------------------------------
+# references by path, and forwarding a handle across a later rewrite
+
+_LOOP_OR_STMT_REF = re.compile(r"N(\d+)\.(S\d+|[A-Za-z_][A-Za-z0-9_]*(#\d+)?)")
+
+
+def refs_at(kernel: A.Kernel, paths) -> dict[Path, str]:
+    """The references (``N0.io``, ``N0.S1``) of the loops and statements at ``paths``, in
+    one walk; paths that hold neither are left out."""
+    want = set(paths)
+    out: dict[Path, str] = {}
+    if not want:
+        return out
+    for ref, _, path in iter_loops(kernel):
+        if path in want:
+            out[path] = ref
+    if len(out) < len(want):
+        for ref, _, path in iter_stmts(kernel):
+            if path in want:
+                out[path] = ref
+    return out
+
+
+def ref_at(kernel: A.Kernel, path: Path) -> str:
+    """The reference of the loop or statement at ``path``; KeyError if there is none."""
+    return refs_at(kernel, [tuple(path)])[tuple(path)]
+
+
+def carried(node, old_root: Path, new_root: Path) -> dict[Path, Path]:
+    """old path -> new path of ``node`` and everything under it, for a rewrite that put
+    the same shape (headers may change, bodies may be substituted) at ``new_root``."""
+    out = {old_root: new_root}
+    if isinstance(node, (A.Loop, A.Region)):
+        for j, child in enumerate(node.body):
+            out.update(carried(child, old_root + (j,), new_root + (j,)))
+    return out
+
+
+def _items_in(items: tuple, first: Path) -> Iterator[tuple[Path, object]]:
+    """Every item of the slice ``items`` (the first at path ``first``) and below."""
+    for j, it in enumerate(items):
+        stack = [(first[:-1] + (first[-1] + j,), it)]
+        while stack:
+            path, node = stack.pop()
+            yield path, node
+            if isinstance(node, (A.Loop, A.Region)):
+                stack.extend((path + (k,), node.body[k]) for k in range(len(node.body)))
+
+
+def forward_path(old: A.Kernel, new: A.Kernel, path: Path, moved=None) -> Optional[Path]:
+    """Where the item at ``path`` of ``old`` is in ``new`` (see :meth:`Rewrite.forward`)."""
+    path = tuple(path)
+    if moved and path in moved:
+        return moved[path]
+    start, o, n = changed_region(old.body, new.body)
+    body, p = start[:-1], start[-1]
+    k = len(body)
+    if path[:k] != body or len(path) == k:
+        return path  # another subtree, or an ancestor of the change (its header was kept)
+    j = path[k]
+    if j < p:
+        return path
+    if j >= p + len(o):
+        return body + (j - len(o) + len(n),) + path[k + 1:]
+    node = get_at(old, path)
+    old_twins = [q for q, x in _items_in(o, start) if x == node]
+    new_twins = [q for q, x in _items_in(n, start) if x == node]
+    if len(old_twins) == 1 and len(new_twins) == 1:
+        return new_twins[0]
+    return None
+
+
+def forward_handle(old: A.Kernel, new: A.Kernel, handle: str, moved=None) -> Optional[str]:
+    """A loop or statement reference, or a tensor name, of ``old`` as it is called in
+    ``new`` (None if it is gone or was rebuilt)."""
+    if _LOOP_OR_STMT_REF.fullmatch(handle):
+        try:
+            path = find_stmt(old, handle)[1] if re.fullmatch(r"N\d+\.S\d+", handle) else find_loop(old, handle)[1]
+        except KeyError:
+            return None
+        to = forward_path(old, new, path, moved)
+        if to is None:
+            return None
+        try:
+            node = get_at(new, to)
+        except (IndexError, AttributeError):
+            return None
+        if type(node) is not type(get_at(old, path)):
+            return None
+        return refs_at(new, [to]).get(to)
+    mentioned = {p.name for p in new.inputs + new.outputs} | {x.name for x in A.walk(new) if isinstance(x, A.Access)}
+    return handle if handle in mentioned else None
