@@ -36,7 +36,7 @@ def test_softmax_to_online_softmax(tmp_path):
     r = leirc("apply", src, "online_softmax", "--at", "N0.S0", "--verify", "-t", "interp", "--save-trace", trace)
     assert r.returncode == 0, r.stderr
     assert "applied online_softmax(stmt=N0.S0) [math, exact-in-reals]" in r.stderr
-    assert "verify: equal" in r.stderr
+    assert "verify on interp: equal" in r.stderr  # the line names its target (#11)
     assert "Rsum^{f32,g}_{i} = if_then_else(" in r.stdout
     steps = json.loads(trace.read_text())["steps"]
     assert steps == [{"strategy": "online_softmax", "args": {"stmt": "N0.S0"}}]
@@ -58,7 +58,7 @@ def test_sdpa_to_flash_attention(tmp_path):
     r = leirc("apply", src, "flashattention_wo_tiling", "--at", "N2.S0", "--verify", "-t", "interp")
     assert r.returncode == 0, r.stderr
     assert "applied flashattention_wo_tiling(stmt=N2.S0) [math, exact-in-reals]" in r.stderr
-    assert "verify: equal" in r.stderr
+    assert "verify on interp: equal" in r.stderr  # the line names its target (#11)
 
 
 def test_sdpa_two_step_trajectory(tmp_path):
@@ -70,7 +70,7 @@ def test_sdpa_two_step_trajectory(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "applied online_softmax(stmt=N2.S0) [math, exact-in-reals]" in r.stderr
     assert "applied normal_matmul_to_prefix_matmul_based_on_online_softmax(stmt=N5.S0)" in r.stderr
-    assert "verify: equal" in r.stderr
+    assert "verify on interp: equal" in r.stderr  # the line names its target (#11)
     assert "P^{" not in r.stdout
 
 

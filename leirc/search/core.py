@@ -1,0 +1,592 @@
+"""The search: nodes, budgets, de-duplication, and the algorithms (greedy, beam, BFS, DFS,
+MCTS, chain) over verified strategy steps.
+
+A node is a :class:`leirc.engine.Program` reached from the root by checked steps
+(``Program.apply -> Rewrite``); its fingerprint is the de-duplication key, so two paths to
+one program are one node, and a step that undoes the parent's (an inverse pair, or any step
+back to a program already seen) is never evaluated. Every candidate is evaluated against the
+*root* program (the oracle is the interpreter running the original): verified, then timed.
+A child *improves* on its parent when it verified and its time is below the parent's by more
+than the noise (``min_gain`` or twice the combined relative spread of the two timings).
+
+One ``random.Random(seed)`` drives every choice (menu dropout, HTAM's policy); the seed is
+recorded. With equal timings, the same seed and budget give the same trajectory; resuming a
+killed search replays it (see :mod:`leirc.search.store`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..engine.evaluate import Evaluation
+from ..engine.program import Program
+from ..lang.printer import PRETTY
+from ..strategies import NotApplicable, Step
+from .constants import ALGORITHMS, PROPOSERS
+from .directions import direction_of, undoes
+
+NUMERICS_ORDER = ("bitwise", "exact-in-reals", "approximate")
+#: a candidate twice as fast always counts as faster, however noisy the timings were
+MAX_NOISE = 0.5
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    algo: str = "beam"
+    budget: Optional[int] = 32  # candidate evaluations (the root's is not counted)
+    time_limit: Optional[float] = None  # seconds of new evaluations
+    proposers: tuple = ("menu", "htam", "reuse", "o1")
+    seed: int = 0
+    target: str = "llvm"
+    threads: int = 2
+    workers: int = 1  # parallel builds (see leirc.search.evaluate)
+    beam_width: int = 4
+    branch: int = 4  # children proposed per expansion
+    max_depth: int = 8
+    patience: int = 2  # expansions (beam: iterations) without improvement before stopping
+    keep: float = 1.0  # menu dropout: probability of keeping each menu option
+    grid: int = 4  # values per free argument of a site (tile sizes, vector widths)
+    temperature: float = 0.5  # HTAM policy
+    min_gain: float = 0.03  # relative noise floor for "beats its parent"
+    mcts_c: float = 1.414
+    max_trials: int = 3
+    allow_approximate: bool = False
+    strategies: Optional[tuple] = None  # the menu's strategies (None: all that fit the target)
+    timeout: float = 120.0
+    memory: Optional[str] = None  # HTAM memory file; None: in this process only
+    state: Optional[str] = None  # search state file (resume); None: not kept
+    resume: bool = False
+    cache_dir: Optional[str] = None  # the Evaluator's content-addressed cache
+
+    def __post_init__(self):
+        if self.algo not in ALGORITHMS:
+            raise ValueError(f"unknown search algorithm '{self.algo}' (one of {', '.join(ALGORITHMS)})")
+        bad = [p for p in self.proposers if p not in PROPOSERS]
+        if bad or not self.proposers:
+            raise ValueError(f"unknown proposer '{','.join(bad)}' (combine {', '.join(PROPOSERS)})")
+        if self.budget is None and self.time_limit is None:
+            raise ValueError("a search needs a budget: evaluations, wall-clock time, or both")
+        if not 0.0 < self.keep <= 1.0:
+            raise ValueError("menu dropout: the keep probability must be in (0, 1]")
+
+    def config(self) -> dict:
+        """What decides the trajectory (compared on --resume; budgets may grow)."""
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("budget", "time_limit", "resume", "state", "memory", "cache_dir", "workers")} | {
+            "proposers": list(self.proposers), "strategies": None if self.strategies is None else list(self.strategies)}
+
+
+@dataclass(eq=False)
+class Node:
+    id: int
+    program: Program
+    parent: Optional["Node"]
+    step: Optional[Step]
+    steps: tuple
+    directions: tuple
+    numerics: str
+    root_program: Program
+    proposal: object = None
+    evaluation: Optional[Evaluation] = None
+    replayed: bool = False
+    children: list = field(default_factory=list)  # attached (improving) children, for MCTS
+    tried: set = field(default_factory=set)
+    trials: int = 0
+    visits: int = 0
+    value: float = 0.0
+    closed: bool = False  # MCTS: no further expansion of this node
+
+    @property
+    def fingerprint(self) -> str:
+        return self.program.fingerprint
+
+    @property
+    def base(self) -> Optional["Node"]:
+        """The nearest evaluated ancestor (the parent, unless the parent is the unevaluated
+        middle of a two-step proposal)."""
+        n = self.parent
+        while n is not None and n.evaluation is None:
+            n = n.parent
+        return n
+
+    @property
+    def depth(self) -> int:
+        return len(self.steps)
+
+    @property
+    def ok(self) -> bool:
+        return self.evaluation is not None and self.evaluation.ok and self.ms is not None
+
+    @property
+    def ms(self) -> Optional[float]:
+        e = self.evaluation
+        if e is None or not e.ok or e.timing is None or e.timing.median_ms is None:
+            return None
+        return float(e.timing.median_ms)
+
+    @property
+    def spread(self) -> float:
+        e = self.evaluation
+        t = e.timing if e is not None else None
+        if t is None or not t.median_ms:
+            return 0.0
+        runs = [float(r) for r in (t.runs or ())]
+        if len(runs) < 2:
+            return 0.0 if t.std_ms is None else float(t.std_ms) / float(t.median_ms)
+        # a robust relative standard error of the median: one run disturbed by a neighbour on
+        # a shared machine must not make every later comparison "within noise"
+        med = float(t.median_ms)
+        mad = sorted(abs(r - med) for r in runs)[len(runs) // 2]
+        return 1.4826 * mad / med / math.sqrt(len(runs))
+
+    def text(self) -> str:
+        return self.program.print(PRETTY)
+
+
+@dataclass
+class SearchResult:
+    root: Node
+    best: Node
+    nodes: list
+    history: list  # [(evaluations so far, best speedup so far)]
+    evaluations: int  # candidate evaluations, replayed ones included
+    fresh: int  # evaluations run by this process
+    seconds: float
+    stopped: str  # why the search ended
+    seed: int
+    options: SearchOptions
+    warnings: list = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        return (self.root.ms / self.best.ms) if self.root.ms and self.best.ms else 1.0
+
+    @property
+    def steps(self) -> list:
+        return list(self.best.steps)
+
+    def trajectory(self) -> list[dict]:
+        """The winning path, step by step: rationale and measured effect."""
+        path = []
+        n = self.best
+        while n.parent is not None:
+            path.append(n)
+            n = n.parent
+        out = []
+        for node in reversed(path):
+            p = node.proposal
+            out.append({"step": node.step.to_json(), "text": str(node.step), "proposer": getattr(p, "source", None),
+                        "direction": direction_of(node.step.name), "rationale": getattr(p, "rationale", ""),
+                        "predicted": getattr(p, "prior", None), "ms": node.ms,
+                        "effect": (node.base.ms / node.ms) if node.base and node.base.ms and node.ms else None,
+                        "speedup": (self.root.ms / node.ms) if self.root.ms and node.ms else None,
+                        "numerics": node.numerics, "fingerprint": node.fingerprint})
+        return out
+
+    def to_json(self) -> dict:
+        return {"kernel": self.root.program.kernel.name, "algo": self.options.algo, "seed": self.seed,
+                "proposers": list(self.options.proposers), "target": self.options.target,
+                "evaluations": self.evaluations, "fresh_evaluations": self.fresh, "seconds": round(self.seconds, 3),
+                "stopped": self.stopped, "root_ms": self.root.ms, "best_ms": self.best.ms, "speedup": self.speedup,
+                "best_fingerprint": self.best.fingerprint, "steps": [s.to_json() for s in self.best.steps],
+                "trajectory": self.trajectory(), "history": [list(h) for h in self.history],
+                "warnings": list(self.warnings),
+                "candidates": [{"id": n.id, "parent": n.parent.id if n.parent else None,
+                                "step": str(n.step) if n.step else None, "ok": n.ok,
+                                "error_kind": n.evaluation.error_kind if n.evaluation else None,
+                                "ms": n.ms} for n in self.nodes if n.evaluation is not None]}
+
+
+class SearchError(Exception):
+    """The search cannot start (the root does not build or verify, bad state file...)."""
+
+
+def _worse(a: str, b: str) -> str:
+    ia = NUMERICS_ORDER.index(a) if a in NUMERICS_ORDER else len(NUMERICS_ORDER)
+    ib = NUMERICS_ORDER.index(b) if b in NUMERICS_ORDER else len(NUMERICS_ORDER)
+    return a if ia >= ib else b
+
+
+class Search:
+    """One search from ``root`` (a Program). ``evaluator`` has ``evaluate_batch([(text,
+    numerics)]) -> [Evaluation]`` (a :class:`~leirc.search.evaluate.CandidateEvaluator`
+    by default); ``memory`` is an HTAM :class:`~leirc.search.memory.Memory`; ``store`` a
+    :class:`~leirc.search.store.SearchStore`."""
+
+    def __init__(self, root: Program, options: SearchOptions = SearchOptions(), *, evaluator=None, memory=None,
+                 store=None, proposer=None, log: Optional[Callable[[str], None]] = None, progress: Optional[bool] = None):
+        self.options = options
+        self.log = log or (lambda msg: None)
+        self.warnings: list[str] = []
+        self.rng = random.Random(options.seed)
+        self.memory = memory
+        if self.memory is None:
+            from .memory import Memory
+
+            self.memory = Memory(None, target=options.target)
+        self.store = store
+        self.root_text = root.print(PRETTY)
+        self._own_evaluator = evaluator is None
+        if evaluator is None:
+            from .evaluate import CandidateEvaluator
+
+            evaluator = CandidateEvaluator(self.root_text, target=options.target, threads=options.threads,
+                                           workers=options.workers, cache_dir=options.cache_dir,
+                                           timeout=options.timeout)
+        self.evaluator = evaluator
+        self.proposer = proposer if proposer is not None else self._proposer()
+        self.nodes: list[Node] = []
+        self.by_fp: dict[str, Node] = {}
+        self.root = self._node(root, None, None, None, "bitwise")
+        self.evaluations = 0
+        self.fresh = 0
+        self.history: list = []
+        self._t0 = time.monotonic()
+        self._fresh_s = 0.0
+        self.stopped = ""
+        show = progress if progress is not None else sys.stderr.isatty()
+        self._bar = None
+        if show:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=options.budget, desc=f"search {root.kernel.name}", unit="eval", file=sys.stderr,
+                                 leave=False)
+            except ImportError:  # the progress bar is a nicety
+                self._bar = None
+
+    # -- construction -----------------------------------------------------------------
+    def _proposer(self):
+        from .proposers import CombinedProposer, HTAMProposer, MenuProposer, PipelineProposer, ReuseProposer
+
+        o = self.options
+        menu = MenuProposer(o.target, threads=o.threads, keep=o.keep, grid=o.grid,
+                            allow_approximate=o.allow_approximate, strategies=o.strategies)
+        parts = []
+        for name in o.proposers:
+            if name == "reuse":
+                parts.append(ReuseProposer(self.memory))
+            elif name == "htam":
+                parts.append(HTAMProposer(self.memory, menu, temperature=o.temperature))
+            elif name == "o1":
+                parts.append(PipelineProposer(o.target, menu))
+            else:
+                parts.append(menu)
+        # reuse first: a replay that won elsewhere is the cheapest good guess
+        parts.sort(key=lambda p: {"reuse": 0, "o1": 1, "htam": 2, "menu": 3}[p.name])
+        return parts[0] if len(parts) == 1 else CombinedProposer(parts)
+
+    def _node(self, program, parent, step, proposal, numerics) -> Node:
+        n = Node(len(self.nodes), program, parent, step,
+                 (parent.steps + (step,)) if parent is not None else (),
+                 (parent.directions + (direction_of(step.name),)) if parent is not None else (),
+                 numerics, parent.root_program if parent is not None else program, proposal)
+        self.nodes.append(n)
+        self.by_fp[n.fingerprint] = n
+        return n
+
+    # -- budgets -----------------------------------------------------------------------
+    def exhausted(self, pending: int = 0) -> bool:
+        o = self.options
+        if o.budget is not None and self.evaluations + pending >= o.budget:
+            self.stopped = self.stopped or f"budget of {o.budget} evaluations spent"
+            return True
+        if o.time_limit is not None and self._fresh_s >= o.time_limit:
+            self.stopped = self.stopped or f"time limit of {o.time_limit:g} s reached"
+            return True
+        return False
+
+    # -- expansion and evaluation ----------------------------------------------------------
+    def expand(self, node: Node, k: int) -> list[Node]:
+        """Up to ``k`` new children of ``node`` (never a program already seen). A proposal
+        of several steps (an enabler and its payoff) gives unevaluated intermediate nodes;
+        its child is compared with ``node``."""
+        out: list[Node] = []
+        props = self.proposer.propose(node, k + len(node.tried), self.rng)
+        for p in props:
+            if len(out) >= k:
+                break
+            steps = p.steps
+            if steps in node.tried:
+                continue
+            node.tried.add(steps)
+            cur, last, numerics = node, (node.step.name if node.step is not None else None), node.numerics
+            try:
+                for i, st in enumerate(steps):
+                    if undoes(last, st.name):
+                        raise NotApplicable(st.name, "undoes the previous step")
+                    rw = cur.program.apply(st)
+                    numerics = _worse(numerics, rw.numerics)
+                    fp = rw.program.fingerprint
+                    if i + 1 < len(steps):
+                        cur = self.by_fp.get(fp) or self._node(rw.program, cur, st, p, numerics)
+                    elif fp not in self.by_fp:
+                        out.append(self._node(rw.program, cur, st, p, numerics))
+                    last = st.name
+            except NotApplicable:
+                continue
+        return out
+
+    def evaluate(self, nodes: list[Node]) -> list[Node]:
+        """Evaluate ``nodes`` within the budget; returns those evaluated."""
+        done: list[Node] = []
+        chunk = max(1, int(getattr(self.evaluator, "workers", 1)))
+        for i in range(0, len(nodes), chunk):
+            part = []
+            for n in nodes[i:i + chunk]:
+                if self.exhausted(len(part)):
+                    break
+                part.append(n)
+            if not part:
+                break
+            self._evaluate(part)
+            done.extend(part)
+            if len(part) < len(nodes[i:i + chunk]):
+                break
+        return done
+
+    def _evaluate(self, part: list[Node]) -> None:
+        fresh = []
+        for n in part:
+            d = self.store.evaluation(n.fingerprint) if self.store is not None else None
+            if d is not None:
+                n.evaluation, n.replayed = Evaluation.from_json(d, cached=True), True
+            else:
+                fresh.append(n)
+        if fresh:
+            t0 = time.monotonic()
+            evs = self.evaluator.evaluate_batch([(n.text(), n.numerics) for n in fresh])
+            self._fresh_s += time.monotonic() - t0
+            for n, ev in zip(fresh, evs):
+                n.evaluation = ev
+                self.fresh += 1
+                if self.store is not None:
+                    self.store.add_evaluation(n.fingerprint, n.base.fingerprint if n.base else None,
+                                              [s.to_json() for s in n.steps], ev.to_json())
+        for n in part:
+            self.evaluations += 1
+            base = n.base
+            if base is not None:
+                gain = math.log(base.ms / n.ms) if n.ok and base.ms else None
+                m = n
+                while m is not base:  # each step of a multi-step proposal shares the credit
+                    self.memory.record(m.parent.directions, m.step.name, gain, persist=not n.replayed)
+                    m = m.parent
+                self.proposer.observe(base, n.step, n.evaluation)
+            self._report(n)
+
+    def _report(self, n: Node) -> None:
+        best = self.best()
+        sp = (self.root.ms / best.ms) if self.root.ms and best.ms else 1.0
+        self.history.append((self.evaluations, sp))
+        e = n.evaluation
+        what = f"{n.ms:.4g} ms (x{self.root.ms / n.ms:.3g})" if n.ok and self.root.ms else f"failed: {e.error_kind}"
+        self.log(f"[{self.evaluations}] {' -> '.join(str(s) for s in n.steps) or 'root'}: {what}"
+                 f"{' (replayed)' if n.replayed else ''}")
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix_str(f"best x{sp:.3g}")
+
+    def improves(self, child: Node, parent: Node) -> bool:
+        if not child.ok or not parent.ok:
+            return False
+        noise = min(MAX_NOISE, max(self.options.min_gain, 2.0 * math.hypot(child.spread, parent.spread)))
+        return child.ms < parent.ms * (1.0 - noise)
+
+    def best(self) -> Node:
+        ok = [n for n in self.nodes if n.ok and n is not self.root]
+        if not ok or not self.root.ok:
+            return self.root
+        b = min(ok, key=lambda n: (n.ms, n.id))
+        return b if self.improves(b, self.root) else self.root
+
+    def checkpoint(self, frontier) -> None:
+        if self.store is not None:
+            self.store.checkpoint(evaluations=self.evaluations, rng_state=self.rng.getstate(),
+                                  frontier=[n.fingerprint for n in frontier])
+
+    # -- the run -----------------------------------------------------------------------
+    def run(self) -> SearchResult:
+        try:
+            self._evaluate_root()
+            try:
+                getattr(self, f"_{self.options.algo}")()
+                if not self.stopped:
+                    self.stopped = "no untried proposal left"
+            except KeyboardInterrupt:
+                self.stopped = "interrupted (Ctrl-C): best so far kept"
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+            if self._own_evaluator:
+                self.evaluator.close()
+        res = SearchResult(self.root, self.best(), self.nodes, self.history, self.evaluations, self.fresh,
+                           time.monotonic() - self._t0, self.stopped, self.options.seed, self.options, self.warnings)
+        if self.store is not None:
+            self.store.put(status="done" if "interrupted" not in self.stopped else "interrupted",
+                           result={"best": res.best.fingerprint, "speedup": res.speedup,
+                                   "steps": [s.to_json() for s in res.steps]})
+        self._remember(res)
+        return res
+
+    def _evaluate_root(self) -> None:
+        r = self.root
+        d = self.store.evaluation(r.fingerprint) if self.store is not None else None
+        if d is not None:
+            r.evaluation, r.replayed = Evaluation.from_json(d, cached=True), True
+        else:
+            r.evaluation = self.evaluator.evaluate_batch([(self.root_text, None)])[0]
+            if self.store is not None and r.evaluation.ok:
+                self.store.add_evaluation(r.fingerprint, None, [], r.evaluation.to_json())
+        if not r.ok:
+            e = r.evaluation
+            raise SearchError(f"the program to optimize does not build, verify or time ({e.error_kind}): {e.error}")
+        self.log(f"[root] {r.program.kernel.name}: {r.ms:.4g} ms")
+
+    def _remember(self, res: SearchResult) -> None:
+        """A winning trace goes to the memory for schedule reuse."""
+        if res.best is res.root or self.memory is None or res.speedup <= 1.0:
+            return
+        from .reuse import portable, signature
+
+        structure, sig = signature(self.root.program)
+        try:
+            steps = portable(self.root.program, res.steps)
+        except NotApplicable as e:  # the steps replayed during the search: not expected
+            self.warnings.append(f"the winning trace was not stored: {e}")
+            return
+        self.memory.add_trace(self.root.program.kernel.name, structure, sig, res.best.fingerprint, res.speedup, steps)
+
+    # -- algorithms ----------------------------------------------------------------------
+    def _greedy(self, branch: Optional[int] = None, patience: Optional[int] = None) -> None:
+        o = self.options
+        branch = branch or o.branch
+        patience = o.patience if patience is None else patience
+        cur, fails = self.root, 0
+        while not self.exhausted() and cur.depth < o.max_depth:
+            kids = self.expand(cur, branch)
+            if not kids:
+                return
+            self.evaluate(kids)
+            better = [c for c in kids if self.improves(c, cur)]
+            self.checkpoint([cur] + kids)
+            if better:
+                cur, fails = min(better, key=lambda n: (n.ms, n.id)), 0
+            else:
+                fails += 1
+                if fails > patience:
+                    self.stopped = f"early stop: {fails} expansions without improvement"
+                    return
+
+    def _chain(self) -> None:
+        self._greedy(branch=1, patience=max(self.options.patience, 5))
+
+    def _beam(self) -> None:
+        o = self.options
+        beam, stale = [self.root], 0
+        best = self.root.ms
+        while not self.exhausted():
+            kids = []
+            for p in beam:
+                if p.depth < o.max_depth:
+                    kids.extend(self.expand(p, o.branch))
+            if not kids:
+                return
+            evaluated = self.evaluate(kids)
+            accepted = [c for c in evaluated if self.improves(c, c.base)]
+            beam = sorted(beam + accepted, key=lambda n: (n.ms, n.id))[:o.beam_width]
+            self.checkpoint(beam)
+            if beam[0].ms < best * (1.0 - o.min_gain):
+                best, stale = beam[0].ms, 0
+            else:
+                stale += 1
+                if stale > o.patience:
+                    self.stopped = f"early stop: {stale} iterations without improvement"
+                    return
+
+    def _tree(self, lifo: bool) -> None:
+        o = self.options
+        frontier = deque([self.root])
+        while frontier and not self.exhausted():
+            node = frontier.pop() if lifo else frontier.popleft()
+            if node.depth >= o.max_depth or node.trials > o.max_trials:
+                continue
+            node.trials += 1
+            kids = self.expand(node, o.branch)
+            if not kids:
+                continue
+            self.evaluate(kids)
+            acc = sorted((c for c in kids if self.improves(c, node)), key=lambda n: (n.ms, n.id))
+            if lifo:  # the node again after its children, the best child first
+                frontier.append(node)
+                frontier.extend(reversed(acc))
+            else:
+                frontier.extend(acc)
+                frontier.append(node)
+            self.checkpoint(list(frontier))
+
+    def _bfs(self) -> None:
+        self._tree(lifo=False)
+
+    def _dfs(self) -> None:
+        self._tree(lifo=True)
+
+    def _mcts(self) -> None:
+        """Step-TP's MCTS: UCB1 selection, one child per expansion, reward = speedup over the
+        root (0 for a failed child), value ``(exp(reward - 1) - 1) * 10`` backed up."""
+        o = self.options
+        root = self.root
+        while not self.exhausted():
+            if self._dead(root):
+                self.stopped = "the search tree is exhausted"
+                return
+            node = root
+            while node.closed or len(node.children) >= o.branch:
+                live = [c for c in node.children if not self._dead(c)]
+                if not live:
+                    break
+                node = max(live, key=lambda c: (self._ucb(node, c), -c.id))
+            kids = self.expand(node, 1) if not node.closed else []
+            if not kids:
+                node.closed = True
+                continue
+            child = kids[0]
+            self.evaluate([child])
+            if child.evaluation is None:
+                return
+            reward = (root.ms / child.ms) if child.ok else 0.0
+            if reward > 0:
+                node.children.append(child)
+                child.closed = child.depth >= o.max_depth
+                v = (math.exp(reward - 1.0) - 1.0) * 10.0
+                n = child
+                while n is not None:
+                    n.value += v
+                    n.visits += 1
+                    n = n.parent
+            else:
+                node.trials += 1
+                node.closed = node.closed or node.trials > o.max_trials
+            self.checkpoint([root] + root.children)
+
+    def _dead(self, node: Node) -> bool:
+        return node.closed and all(self._dead(c) for c in node.children)
+
+    def _ucb(self, parent: Node, c: Node) -> float:
+        if c.visits == 0:
+            return math.inf
+        return c.value / c.visits + self.options.mcts_c * math.sqrt(2.0 * math.log(max(parent.visits, 1)) / c.visits)
+
+
+def search(program: Program, options: SearchOptions = SearchOptions(), **kw) -> SearchResult:
+    """Run one search (see :class:`Search`)."""
+    return Search(program, options, **kw).run()
+
+
+__all__ = ["ALGORITHMS", "PROPOSERS", "Node", "Search", "SearchError", "SearchOptions", "SearchResult", "search"]

@@ -1,0 +1,197 @@
+"""The search with real builds, verification and timing (sandboxed workers): outputs and
+trace replay, SIGKILL mid-run and resume, parallel builds, the memory CLI.
+
+Kernels are small (a few hundred microseconds) and budgets tiny; still, every evaluation
+starts a worker that imports TVM, so the multi-evaluation tests are marked slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from leirc.engine.program import Program
+from leirc.search.core import SearchOptions
+from leirc.search.evaluate import CandidateEvaluator
+from leirc.search.memory import Memory
+from leirc.search.optimizer import SearchOptimizer
+from leirc.strategies import Step, trace_from_json
+
+ROWSUM = r"""\kernel rowsum(A: f32[256, 1024]) -> (Y: f32[256]) {
+  L^{256}_{i=0} L^{1024}_{j=0} [ Y^{f32,g}_{i} = Y^{f32,g}_{i} + A^{f32,g}_{i,j}; ];
+}"""
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_search_optimizer_verifies_writes_the_report_and_the_trace_replays(tmp_path):
+    from leirc.lang.checker import check_text
+
+    res0 = check_text(ROWSUM).results[0]
+    opts = SearchOptions(algo="greedy", budget=3, branch=2, proposers=("menu",), memory=str(tmp_path / "m.sqlite"),
+                         cache_dir=str(tmp_path / "cache"))
+    opt = SearchOptimizer(opts, out_dir=str(tmp_path / "out"), progress=False)
+    got = opt.optimize(res0, "llvm")
+    res = opt.last
+    assert res.root.evaluation.ok and res.root.evaluation.verify.equal
+    evaluated = [n for n in res.nodes if n.evaluation is not None and n is not res.root]
+    assert len(evaluated) == 3 and all(n.evaluation.verify is not None for n in evaluated if n.ok)
+    assert got.kernel is res.best.program.kernel and got.steps == res.steps
+    paths = opt.outputs["rowsum"]
+    html = open(paths["html"]).read()
+    assert "data:image/png;base64," in html and "Winning trajectory" in html
+    assert json.load(open(paths["json"]))["evaluations"] == 3
+    # the trace replays with `leirc apply --trace` to the best program
+    src = tmp_path / "rowsum.leir"
+    src.write_text(ROWSUM)
+    out = subprocess.run([sys.executable, "-m", "leirc.cli.main", "apply", str(src), "--trace", paths["trace"]],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    replayed = Program.from_text(out.stdout)
+    assert replayed.fingerprint == res.best.fingerprint
+    assert trace_from_json(open(paths["trace"]).read()) == res.steps
+    if res.steps:  # a win goes to the memory for reuse
+        assert Memory(str(tmp_path / "m.sqlite")).traces()
+
+
+_KILLED = textwrap.dedent(r"""
+    import sys
+    from leirc.engine.program import Program
+    from leirc.search.core import SearchOptions
+    from leirc.search.optimizer import SearchOptimizer
+    from leirc.lang.checker import check_text
+    text, state, mem = sys.argv[1], sys.argv[2], sys.argv[3]
+    opts = SearchOptions(algo="beam", budget=int(sys.argv[4]), branch=2, proposers=("menu", "htam"), state=state,
+                         memory=mem, resume=sys.argv[5] == "resume", patience=10)
+    opt = SearchOptimizer(opts, progress=False)
+    opt.optimize(check_text(open(text).read()).results[0], "llvm")
+    r = opt.last
+    print(r.evaluations, r.fresh, sum(1 for n in r.nodes if n.replayed and n is not r.root))
+""")
+
+
+def _rows(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    try:
+        with sqlite3.connect(path, timeout=5) as c:
+            return int(c.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_sigkill_mid_search_then_resume_repeats_no_finished_evaluation(tmp_path):
+    src = tmp_path / "rowsum.leir"
+    src.write_text(ROWSUM)
+    script = tmp_path / "run.py"
+    script.write_text(_KILLED)
+    state, mem = str(tmp_path / "state.sqlite"), str(tmp_path / "mem.sqlite")
+    p = subprocess.Popen([sys.executable, str(script), str(src), state, mem, "5", "fresh"], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while _rows(state) < 3 and p.poll() is None and time.monotonic() < deadline:  # root + 2 candidates
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[1].decode()[-2000:]
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    before = _rows(state)
+    assert before >= 3
+    out = subprocess.run([sys.executable, str(script), str(src), state, mem, "5", "resume"], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    evaluations, fresh, replayed = map(int, out.stdout.split())
+    assert before - 1 <= evaluations <= 5  # the budget, unless the proposals run out
+    assert replayed == before - 1  # every finished candidate came from the state, none ran again
+    assert fresh == evaluations - replayed
+    assert _rows(state) == 1 + evaluations
+
+
+@pytest.mark.slow
+def test_parallel_builds_time_one_at_a_time_and_agree_with_the_sequential_path():
+    p = Program.from_text(ROWSUM)
+    cands = [p.apply(s).program.print() for s in
+             [Step.make("loop_parallelization", loop="N0.i"), Step.make("loop_reorder", loop="N0.i", order="j,i")]]
+    bad = ROWSUM.replace("A^{f32,g}_{i,j};", "A^{f32,g}_{i,j}*1.5;")
+    ev = CandidateEvaluator(ROWSUM, workers=2, threads=1)
+    try:
+        out = ev.evaluate_batch([(c, "bitwise") for c in cands] + [(bad, None)])
+    finally:
+        ev.close()
+    assert [e.ok for e in out] == [True, True, False]
+    assert out[2].error_kind == "mismatch"
+    assert all(e.timing is not None and e.timing.ok for e in out[:2])
+    assert ev.stats["parallel_batches"] == 1 and ev.stats["timing_builds"] == 2
+
+
+def test_memory_cli_show_export_import_reset(tmp_path, capsys):
+    db = str(tmp_path / "m.sqlite")
+    m = Memory(db)
+    m.record([], "loop_parallelization", 0.7)
+    m.close()
+
+    def leirc(*argv):
+        import argparse
+
+        from leirc.cli import cmd_memory
+
+        ap = argparse.ArgumentParser(prog="leirc")
+        cmd_memory.register(ap.add_subparsers())
+        args = ap.parse_args(list(argv))
+        return args.func(args)
+
+    assert leirc("memory", "show", "--memory", db) == 0
+    assert "parallelism" in capsys.readouterr().out
+    exp = str(tmp_path / "e.json")
+    assert leirc("memory", "export", exp, "--memory", db) == 0
+    assert json.load(open(exp))["memory"]["local"]["loop_parallelization"]["tries"] == 1
+    assert leirc("memory", "reset", "--memory", db) == 0
+    assert Memory(db).local == {}
+    assert leirc("memory", "import", exp, "--memory", db) == 0
+    assert Memory(db).local["loop_parallelization"][1].tries == 1
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert leirc("memory", "import", str(bad), "--memory", db) == 2
+    assert "not a memory export" in capsys.readouterr().err
+
+
+_INTERRUPTED = textwrap.dedent(r"""
+    import sys
+    from leirc.search.core import SearchOptions
+    from leirc.search.optimizer import SearchOptimizer
+    from leirc.lang.checker import check_text
+    text, state, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    opts = SearchOptions(algo="greedy", budget=50, branch=2, proposers=("menu",), state=state, memory=None)
+    opt = SearchOptimizer(opts, out_dir=out, progress=False)
+    opt.optimize(check_text(open(text).read()).results[0], "llvm")
+    print(opt.last.stopped)
+""")
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_writes_the_best_so_far(tmp_path):
+    src = tmp_path / "rowsum.leir"
+    src.write_text(ROWSUM)
+    script = tmp_path / "run.py"
+    script.write_text(_INTERRUPTED)
+    state, out = str(tmp_path / "state.sqlite"), str(tmp_path / "out")
+    p = subprocess.Popen([sys.executable, str(script), str(src), state, out], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while _rows(state) < 2 and p.poll() is None and time.monotonic() < deadline:  # root + 1 candidate
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[1][-2000:]
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, stderr[-2000:]
+    assert "interrupted" in stdout
+    summary = json.load(open(os.path.join(out, "rowsum.search.json")))
+    assert "interrupted" in summary["stopped"] and summary["evaluations"] >= 1
+    assert Program.from_text(open(os.path.join(out, "rowsum.best.leir")).read()).ok
