@@ -88,8 +88,14 @@ class O1:
         return Optimized(res.kernel, list(res.steps), list(res.log))
 
 
+def _search() -> Optimizer:
+    from .search.optimizer import SearchOptimizer  # lazy: the search pulls in its SQLite state and memory
+
+    return SearchOptimizer()
+
+
 #: optimization levels by the name ``-O`` takes
-OPTIMIZERS: dict[str, Callable[[], Optimizer]] = {"0": O0, "1": O1}
+OPTIMIZERS: dict[str, Callable[[], Optimizer]] = {"0": O0, "1": O1, "search": _search}
 
 
 # ---------------------------------------------------------------------------
@@ -108,8 +114,12 @@ class BuildOptions:
     torch_compile: bool = False  # .py with time: also time torch.compile (slow on a CPU)
     threads: int = 2
     timeout: float = 300.0
+    #: the configured ``-O search`` optimizer (budget, algorithm, proposers...), built by the client
+    search: Optional[object] = field(default=None, compare=False)
 
     def optimizer(self) -> Optimizer:
+        if self.opt == "search" and self.search is not None:
+            return self.search
         return OPTIMIZERS[self.opt]()
 
 

@@ -43,7 +43,8 @@ def register(sub) -> None:
     p.add_argument("--arch", default=None, help="CUDA architecture, with -t cuda (default: sm_90)")
     p.add_argument("-O", dest="opt", default="0", metavar="LEVEL",
                    help="optimization level: 0 = direct lowering of what you wrote (default), 1 = heuristic "
-                        "strategy pipeline (see docs/ARCHITECTURE.md), verified against the original")
+                        "strategy pipeline (see docs/ARCHITECTURE.md), search = verified multi-step search "
+                        "(docs/search.md); every optimized result is verified against the original")
     p.add_argument("--print-after", default=None, metavar="PASS",
                    help="print the program after PASS (comma-separated; load, check, optimize, lower, build, nvcc, "
                         "verify, time; 'parse' is an alias of load)")
@@ -58,6 +59,9 @@ def register(sub) -> None:
     p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                    help=f"threads for runs and timing (default: {DEFAULT_THREADS})")
     p.add_argument("-q", "--quiet", action="store_true", help="no stage lines (the passes' notes are still printed)")
+    from ..search.optimizer import add_search_arguments  # light: the search itself is imported when it runs
+
+    add_search_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -74,7 +78,7 @@ def run(args) -> int:
     opt = str(args.opt)
     if opt not in OPTIMIZERS:
         if not opt.isdigit():
-            raise CliError(f"-O{opt}: optimization level must be a number")
+            raise CliError(f"-O{opt}: optimization level must be a number or 'search'")
         raise CliError(f"-O{opt} is not available: choose " + " or ".join(f"-O{k}" for k in OPTIMIZERS))
     is_py = args.file.endswith(".py")
     if is_py and args.target != "llvm":
@@ -101,8 +105,20 @@ def run(args) -> int:
     # the output directory is checked before any work: a typo must not cost a 40 s build
     ensure_dir(args.out_dir)
 
+    search, search_errors = None, ()
+    if opt == "search":
+        from ..search.core import SearchError
+        from ..search.optimizer import optimizer_from_args
+        from ..search.store import ConfigMismatch
+
+        search_errors = (SearchError, ConfigMismatch)
+        try:
+            search = optimizer_from_args(args, target=args.target, threads=args.threads, out_dir=args.out_dir)
+        except ValueError as e:
+            raise CliError(str(e)) from None
     options = BuildOptions(target=args.target, cuda_arch=args.arch or "sm_90", kernel=args.kernel, opt=opt,
-                           verify=args.verify, time=args.time, torch_compile=args.torch_compile, threads=args.threads)
+                           verify=args.verify, time=args.time, torch_compile=args.torch_compile, threads=args.threads,
+                           search=search)
     progress = Progress(args.quiet)
 
     if args.file == "-":
@@ -125,6 +141,8 @@ def run(args) -> int:
         raise CliError(str(e)) from None
     except ModelImportError as e:
         raise CliError(str(e), 1, kind="import") from None
+    except search_errors as e:
+        raise CliError(str(e), 1, kind="search") from None
     except PipelineError as e:
         print_diagnostics(b.diagnostics + e.diagnostics, b.text)
         if is_py and b.model is not None:
