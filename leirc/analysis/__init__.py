@@ -12,8 +12,8 @@ checker itself can call it without an import cycle.
 """
 
 from .deps import (Ref, carried_conflict, dependence, direction_vectors, find_conflict, loop_independent, may_touch,
-                   only_self_conflicts, refs_of)
+                   only_self_conflicts, privatized, refs_of)
 from .reductions import reduction_form
 
 __all__ = ["Ref", "carried_conflict", "dependence", "direction_vectors", "find_conflict", "loop_independent",
-           "may_touch", "only_self_conflicts", "reduction_form", "refs_of"]
+           "may_touch", "only_self_conflicts", "privatized", "reduction_form", "refs_of"]

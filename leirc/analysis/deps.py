@@ -583,6 +583,19 @@ def _carried_rels(lp: A.Loop, loops1: Sequence[A.Loop], loops2: Sequence[A.Loop]
     return None
 
 
+def privatized(si: "StmtInfo", acc: A.Access) -> A.Access:
+    """``acc`` as the element it touches in the whole iteration space: a private tensor
+    (``\\alloc`` inside loops) has one copy per iteration of the loops around its
+    allocation, so those loops' indices are leading subscripts of the element. Other
+    accesses are returned unchanged."""
+    private = getattr(si, "private", None)
+    depth = private.get(acc.name, 0) if private else 0
+    if not depth:
+        return acc
+    outer = tuple(A.Var(l.var, span=acc.span) for l in si.loops[:depth])
+    return A.Access(acc.name, acc.dtype, acc.scope, outer + acc.indices, span=acc.span)
+
+
 def loop_independent(lp: A.Loop, wsi: "StmtInfo", w: A.Access, rsi: "StmtInfo", r: A.Access) -> bool:
     """True if ``w`` (the write of ``wsi``) and ``r`` (an access of ``rsi``) never touch the
     same element in two different iterations of ``lp`` (which encloses both statements)."""
@@ -593,7 +606,7 @@ def loop_independent(lp: A.Loop, wsi: "StmtInfo", w: A.Access, rsi: "StmtInfo", 
     rels = _carried_rels(lp, wsi.loops, rsi.loops)
     if rels is None:
         return False
-    return not may_touch(w, wsi.loops, r, rsi.loops, rels)
+    return not may_touch(privatized(wsi, w), wsi.loops, privatized(rsi, r), rsi.loops, rels)
 
 
 def carried_conflict(lp: A.Loop, stmts: Sequence["StmtInfo"]) -> Optional[tuple[Ref, Ref]]:

@@ -22,6 +22,10 @@ Semantics (docs/language.md §3-§8; the TVM lowering implements the same):
   tensor data (W014) are checked at run time against the guards that are active: an
   out-of-range value in a taken branch raises :class:`InterpError` naming the access, its
   span and the loop indices.
+* A private tensor (``\\alloc``) is fresh in every iteration of the loops around its
+  allocation; the interpreter runs the equivalent program in which those loops' indices
+  are extra leading subscripts (:mod:`leirc.lang.private`), so both modes below see an
+  ordinary intermediate whose slices start poisoned.
 * Outputs and intermediates start *poisoned* (NaN payloads / integer sentinels, see
   :mod:`leirc.interp.dtypes`), so reads of unwritten memory show up as NaN. With
   ``run(..., check_uninit=True)`` such a read (in a taken branch) is an error:
@@ -75,7 +79,8 @@ import numpy as np
 
 from ..lang import ast as A
 from ..lang.affine import Facts, affine
-from ..lang.checker import CheckResult, StmtInfo
+from ..lang.checker import CheckResult, StmtInfo, check_kernel
+from ..lang.private import expand_private, has_private
 from ..lang.printer import print_expr
 from ..lang.types import expr_type, promote, resolve
 from . import dtypes as D
@@ -1230,6 +1235,16 @@ class Interpreter:
             errs = [d for d in result.diagnostics if d.is_error]
             raise InterpError(f"program has {len(errs)} error(s); first: {errs[0].code} {errs[0].message}",
                               errs[0].span)
+        self.source = result
+        if has_private(result):
+            # a private tensor is its expansion over the loops around its \alloc
+            # (leirc.lang.private): the plan and both modes then need no notion of allocation
+            expanded = check_kernel(expand_private(result))
+            if not expanded.ok:  # pragma: no cover - the expansion of a checked kernel checks
+                e = next(d for d in expanded.diagnostics if d.is_error)
+                raise InterpError(f"internal: expanded private tensors do not check: {e.code} {e.message}", e.span)
+            result = expanded
+        self.private = {n for n, t in self.source.tensors.items() if t.private}
         self.result = result
         self.kernel = result.kernel
         self.plan = make_plan(result, vectorize)
@@ -1332,7 +1347,9 @@ class Interpreter:
             warnings.simplefilter("ignore", RuntimeWarning)
             self._items(k.body, st)
         if intermediates:
-            return {n: a for n, a in tensors.items() if self.result.tensors[n].role != "input"}
+            # a private tensor has no value after its nest (one copy per iteration)
+            return {n: a for n, a in tensors.items()
+                    if self.result.tensors[n].role != "input" and n not in self.private}
         return {p.name: tensors[p.name] for p in k.outputs}
 
     # -- execution -----------------------------------------------------------------

@@ -299,8 +299,24 @@ class Region:
     comments: tuple[Comment, ...] = _trivia()
 
 
-Stmt = Union[Assign, Align]
-Item = Union[Assign, Align, Loop, Region]
+@dataclass(frozen=True, slots=True)
+class Alloc:
+    """``\\alloc Name^{dtype,scope}[d0, d1, ...];`` — a private tensor.
+
+    The tensor exists from this item to the end of the enclosing body, and each
+    execution of the item (each iteration of the loops around it) gets a fresh,
+    uninitialized copy of the declared shape (docs/language.md, "Private tensors")."""
+
+    name: str
+    dtype: str
+    scope: str
+    shape: tuple[int, ...]
+    span: Span | None = _span()
+    comments: tuple[Comment, ...] = _trivia()
+
+
+Stmt = Union[Assign, Align, Alloc]
+Item = Union[Assign, Align, Alloc, Loop, Region]
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +445,7 @@ def strip_comments(node):
         return replace(node, kernels=tuple(strip_comments(k) for k in node.kernels), comments=())
     if isinstance(node, (Kernel, Loop, Region)):
         return replace(node, body=tuple(strip_comments(i) for i in node.body), comments=())
-    if isinstance(node, (Assign, Align)):
+    if isinstance(node, (Assign, Align, Alloc)):
         return replace(node, comments=()) if node.comments else node
     return node
 

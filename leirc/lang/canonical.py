@@ -11,7 +11,8 @@ canonical form renames
   (``tx``, ``bx``, ...), so its meaning is unchanged: ``txj`` at depth 1 becomes
   ``txv1``;
 * every intermediate tensor by the order of its first write (``T0``, ``T1``, ...), then
-  any never-written intermediate by first appearance.
+  any never-written intermediate by first appearance; a private tensor's ``\\alloc``
+  item is renamed with its accesses.
 
 Parameters and the kernel name keep their names: they are the interface a caller binds.
 Generated names skip the parameter names, so a rename never captures one.
@@ -75,7 +76,7 @@ class _Renamer:
         for n in A.walk(kernel):
             if isinstance(n, A.Access):
                 note(n.name, later)
-            elif isinstance(n, A.Align):
+            elif isinstance(n, (A.Align, A.Alloc)):
                 note(n.name, later)
         gen = _names("T", self.params)
         return {old: next(gen) for old in order + later}
@@ -110,7 +111,7 @@ class _Renamer:
                 out.append(replace(it, body=self.items(it.body, env, depth)))
             elif isinstance(it, A.Assign):
                 out.append(replace(it, target=self.expr(it.target, env), value=self.expr(it.value, env)))
-            elif isinstance(it, A.Align):
+            elif isinstance(it, (A.Align, A.Alloc)):
                 out.append(replace(it, name=self.tensors.get(it.name, it.name)))
             else:  # pragma: no cover - the AST has no other item kinds
                 out.append(it)

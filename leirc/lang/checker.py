@@ -85,7 +85,7 @@ class _Checker:
         for n in A.walk(self.k):
             if isinstance(n, A.Loop):
                 self.loop_vars_anywhere.add(n.var)
-        self._structure(self.k.body, (), {})
+        self._structure(self.k.body, (), {}, frozenset())
         if any(d.is_error for d in self.diags):
             # names/types are broken; later passes would only produce noise
             return CheckResult(self.k, self.diags, self.tensors, self.stmts)
@@ -100,19 +100,49 @@ class _Checker:
         return CheckResult(self.k, self.diags, self.tensors, self.stmts)
 
     # -- pass 1: structure, names, types ----------------------------------------
-    def _structure(self, items, loops: tuple[A.Loop, ...], bound_axes: dict):
+    def _structure(self, items, loops: tuple[A.Loop, ...], bound_axes: dict, visible: frozenset):
+        """``visible``: the private tensors whose ``\\alloc`` encloses these items."""
         for it in items:
             if isinstance(it, A.Loop):
-                self._loop(it, loops, bound_axes)
+                self._loop(it, loops, bound_axes, visible)
             elif isinstance(it, A.Region):
                 self.warn("W004", f"region annotation ^{{{it.tag}}} has no effect on code generation; its body runs in order", it.span)
-                self._structure(it.body, loops, bound_axes)
+                self._structure(it.body, loops, bound_axes, visible)
             elif isinstance(it, A.Align):
                 self.warn("W004", f"align({it.axis},{it.factor},{it.offset}) on '{it.name}' has no effect on code generation", it.span)
+            elif isinstance(it, A.Alloc):
+                if self._alloc(it, loops, bound_axes):
+                    visible = visible | {it.name}
             else:
-                self._assign(it, loops)
+                self._assign(it, loops, visible)
 
-    def _loop(self, lp: A.Loop, loops, bound_axes: dict):
+    def _alloc(self, al: A.Alloc, loops, bound_axes: dict) -> bool:
+        """Declare a private tensor (docs/language.md, "Private tensors"); False if rejected."""
+        if al.name in self.params:
+            self.err("E047", f"'{al.name}' is a kernel parameter; only intermediates can be allocated", al.span)
+            return False
+        if al.name in self.loop_vars_anywhere:
+            self.err("E021", f"'{al.name}' is a loop index and cannot be used as a tensor", al.span)
+            return False
+        old = self.tensors.get(al.name)
+        if old is not None:
+            where = "allocated" if old.private else "used"
+            self.err("E047", f"'{al.name}' is already {where} at {_pos(old.span)}; a private tensor has one "
+                     f"\\alloc and is used only after it, inside the same body", al.span,
+                     notes=["give the second tile its own name"])
+            return False
+        if any(d <= 0 for d in al.shape):
+            self.err("E048", f"private tensor '{al.name}' has a dimension of extent 0; extents must be positive", al.span)
+            return False
+        if al.scope == "s" and any(kind == "thread" for kind, _ in bound_axes):
+            self.err("E048", f"shared tensor '{al.name}' is allocated inside a thread-bound loop; shared memory belongs "
+                     f"to a block: allocate it outside the thread loops (or use scope l for a per-thread tile)", al.span)
+            return False
+        self.tensors[al.name] = TensorInfo(al.name, al.dtype, al.scope, "intermediate", len(al.shape), tuple(al.shape),
+                                           al.span, alloc=al, alloc_loops=tuple(loops))
+        return True
+
+    def _loop(self, lp: A.Loop, loops, bound_axes: dict, visible: frozenset = frozenset()):
         if lp.extent <= 0:
             self.err("E024", f"loop '{lp.var}' has extent {lp.extent}; extents must be positive", lp.span)
         if lp.start != 0:
@@ -145,14 +175,15 @@ class _Checker:
         if lp.kind == "V" and lp.extent > MAX_VECTOR_LANES:
             self.err("E044", f"vectorized loop '{lp.var}' has {lp.extent} lanes; at most {MAX_VECTOR_LANES} are allowed", lp.span,
                      notes=["split the loop (loop_split) and vectorize the inner part"])
-        self._structure(lp.body, loops + (lp,), bound_axes)
+        self._structure(lp.body, loops + (lp,), bound_axes, visible)
 
-    def _assign(self, st: A.Assign, loops):
+    def _assign(self, st: A.Assign, loops, visible: frozenset = frozenset()):
         info = StmtInfo(st, loops, len(self.stmts))
+        info.private = {n: len(self.tensors[n].alloc_loops) for n in visible}
         self.stmts.append(info)
         in_scope = {l.var for l in loops}
         for acc in [st.target, *accesses(st.value), *[a for i in st.target.indices for a in accesses(i)]]:
-            self._tensor_use(acc, in_scope)
+            self._tensor_use(acc, in_scope, visible, loops)
         for n in list(A.walk(st.value)) + [x for i in st.target.indices for x in A.walk(i)]:
             if isinstance(n, A.Var):
                 if n.name not in in_scope:
@@ -170,7 +201,7 @@ class _Checker:
         if vt is not None and vt == "float_lit" and _is_int(ttype):
             self.warn("W009", f"float literal stored into {ttype} tensor '{st.target.name}' is truncated", st.span)
 
-    def _tensor_use(self, acc: A.Access, in_scope):
+    def _tensor_use(self, acc: A.Access, in_scope, visible: frozenset = frozenset(), loops=()):
         if acc.name in in_scope or (acc.name in self.loop_vars_anywhere and acc.name not in self.params):
             self.err("E021", f"'{acc.name}' is a loop index and cannot be used as a tensor", acc.span)
             return
@@ -188,6 +219,14 @@ class _Checker:
         if info is None:
             self.tensors[acc.name] = TensorInfo(acc.name, acc.dtype, acc.scope, "intermediate", len(acc.indices), None, acc.span)
             return
+        if info.private:
+            if acc.name not in visible:
+                self.err("E047", f"private tensor '{acc.name}' is used outside its \\alloc at {_pos(info.span)}; it exists "
+                         f"only from the \\alloc to the end of the enclosing body", acc.span)
+                return
+            inner = loops[len(info.alloc_loops):]
+            if info.scope == "l" and any(l.kind == "B" and (binding_axis(l.var) or ("",))[0] == "thread" for l in inner):
+                self._local_outside_thread(acc, info)
         if info.dtype != acc.dtype:
             self.err("E013", f"'{acc.name}' is {info.dtype} at {_pos(info.span)} but {acc.dtype} here", acc.span,
                      notes=["a tensor has one dtype; copy it into a new tensor to change it"])
@@ -196,6 +235,14 @@ class _Checker:
                      notes=["a tensor has one memory scope; copies into another scope are new tensors"])
         if info.rank != len(acc.indices):
             self.err("E016", f"'{acc.name}' is accessed with {info.rank} subscript(s) at {_pos(info.span)} but {len(acc.indices)} here", acc.span)
+
+    def _local_outside_thread(self, acc: A.Access, info: TensorInfo):
+        key = ("E048", acc.name)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        self.err("E048", f"local tensor '{acc.name}' is allocated outside a thread-bound loop that uses it; local "
+                 f"memory belongs to one thread: allocate it inside the thread loop (or use scope s)", acc.span)
 
     def _index_type(self, idx: A.Expr):
         t = self._type(idx)
@@ -294,7 +341,10 @@ class _Checker:
         target_vars = set()
         for i in st.target.indices:
             target_vars |= {n.name for n in A.walk(i) if isinstance(n, A.Var)}
-        reduce_vars = tuple(l.var for l in si.loops if l.var not in target_vars)
+        # a private tensor is fresh in every iteration of the loops around its \alloc:
+        # only the loops inside it can reduce into one copy
+        own_loops = si.loops[si.private.get(x, 0):]
+        reduce_vars = tuple(l.var for l in own_loops if l.var not in target_vars)
         if not self_reads:
             si.kind = "assign"
             return
@@ -351,8 +401,8 @@ class _Checker:
         for si in self.stmts:
             t = si.stmt.target
             info = self.tensors.get(t.name)
-            if info is None or info.role != "intermediate":
-                continue
+            if info is None or info.role != "intermediate" or info.private:
+                continue  # a private tensor's shape is declared
             facts = self._facts(si.loops)
             dims = lo_hi.setdefault(t.name, [[0, 0] for _ in t.indices])
             for k, idx in enumerate(t.indices):
@@ -586,7 +636,7 @@ class _Checker:
             if info.role != "intermediate" or info.scope != "s" or not info.shape:
                 continue
             nbytes = math.prod(info.shape) * DTYPE_BYTES.get(info.dtype, 4)
-            per_block = per_block_footprint(info.name, self.stmts)
+            per_block = None if info.private else per_block_footprint(info.name, self.stmts)
             if per_block is not None:
                 nbytes = per_block * DTYPE_BYTES.get(info.dtype, 4)
             if nbytes > SHARED_BYTES_LIMIT:

@@ -59,6 +59,8 @@ CODES: dict[str, str] = {
     "E044": "vectorized loop too long",
     "E045": "shared or local buffer too large",
     "E046": "self-referencing statement is neither a reduction, a scan nor an update",
+    "E047": "private tensor used outside its allocation, allocated twice, or a parameter allocated",
+    "E048": "invalid private allocation (empty extent; shared memory inside a thread loop; local memory shared by threads)",
     # lowering and build (leirc.lower)
     "E050": "lowering to TVM TIR failed",
     "E051": "TVM build failed",

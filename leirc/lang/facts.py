@@ -21,6 +21,14 @@ class TensorInfo:
     span: Optional[A.Span] = None
     written: bool = False
     read: bool = False
+    #: the ``\\alloc`` item of a private tensor (None: one buffer for the whole kernel)
+    alloc: Optional[A.Alloc] = None
+    #: the loops around that item: each of their iterations has its own copy
+    alloc_loops: tuple = field(default=(), repr=False)
+
+    @property
+    def private(self) -> bool:
+        return self.alloc is not None
 
 
 @dataclass
@@ -37,6 +45,9 @@ class StmtInfo:
     reduce_vars: tuple[str, ...] = ()  # enclosing loop vars absent from the target subscript
     init_loop: Optional[A.Loop] = None  # outermost reduction loop (identity stored on entry)
     carried: frozenset = frozenset()  # loop vars carrying a dependence of this statement
+    #: private tensors visible here -> how many of ``loops`` (outermost first) enclose their
+    #: ``\\alloc``: iterations of those loops touch different copies
+    private: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -198,6 +198,11 @@ class _Builder(Transformer):
     def align(self, meta, ch):
         return A.Align(str(ch[0]), ch[2], ch[3], ch[4], span=_span_of(meta))
 
+    def alloc(self, meta, ch):
+        sup = ch[2]
+        shape = ch[3] if len(ch) > 3 and ch[3] is not None else ()
+        return A.Alloc(str(ch[1]), sup[1], sup[2], tuple(shape), span=_span_of(meta))
+
     def sint(self, meta, ch):
         return int(ch[0])
 
@@ -375,6 +380,7 @@ _TOKEN_WORDS = {
     "AND": "'&'",
     "OR": "'|'",
     "ALIGN": "'align'",
+    "ALLOC": "'\\alloc'",
     "$END": "end of input",
 }
 

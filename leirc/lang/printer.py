@@ -133,6 +133,9 @@ def _stmt(s, ep: _ExprPrinter, pretty: bool) -> str:
         return f"{ep.access(s.target)}{eq}{ep.expr(s.value)};"
     if isinstance(s, A.Align):
         return f"{s.name}{' = ' if pretty else '='}align({s.axis},{s.factor},{s.offset});"
+    if isinstance(s, A.Alloc):
+        sep = ", " if pretty else ","
+        return f"\\alloc {s.name}^{{{s.dtype},{s.scope}}}[{sep.join(str(d) for d in s.shape)}];"
     raise TypeError(s)
 
 

@@ -21,6 +21,10 @@ explicit:
   self-reads: :attr:`Store.self_identity` is set and the emitter substitutes the
   identity constant for every read ``X[s]`` with the statement's own subscript.
 * ``update`` and ``scan`` statements are evaluated literally.
+* A private tensor (``\\alloc`` in a loop body) is listed in that :class:`Loop`'s
+  ``allocs``: the emitter allocates it at the start of the loop body, where every
+  iteration (every thread, every parallel task) gets its own copy. Its uses all follow
+  the ``\\alloc`` in that body, so allocating at the start is the same.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ class Loop:
     src: Optional[A.Loop] = None  # the LEIR loop (for synthesized init loops: the one copied)
     synthetic: bool = False
     origin: int = -1  # index of the top-level kernel item this node comes from
+    #: private tensors (``\\alloc`` items of this body, also inside its regions): allocated
+    #: at the start of every iteration's body, so concurrent iterations never share one
+    allocs: list = field(default_factory=list)
 
 
 Node = Union[Loop, Store]
@@ -79,12 +86,13 @@ def prepare(result: CheckResult) -> list[Node]:
         for it in items:
             if isinstance(it, A.Region):
                 out.extend(conv(it.body))
-            elif isinstance(it, A.Align):
-                continue
+            elif isinstance(it, (A.Align, A.Alloc)):
+                continue  # an \alloc is placed on its loop (Loop.allocs) or at the root
             elif isinstance(it, A.Loop):
                 for si in inits_before.get(id(it), ()):
                     out.append(_init_nest(si))
-                out.append(Loop(it.kind, it.extent, it.var, it.start, conv(it.body), it.span, it))
+                allocs = [result.tensors[a.name] for a in _allocs_in(it.body)]
+                out.append(Loop(it.kind, it.extent, it.var, it.start, conv(it.body), it.span, it, allocs=allocs))
             elif isinstance(it, A.Assign):
                 si = infos[id(it)]
                 out.append(Store(it.target, it.value, si, it.span,
@@ -99,6 +107,22 @@ def prepare(result: CheckResult) -> list[Node]:
             n.origin = k
             out.append(n)
     return out
+
+
+def _allocs_in(items) -> list:
+    out = []
+    for it in items:
+        if isinstance(it, A.Alloc):
+            out.append(it)
+        elif isinstance(it, A.Region):
+            out.extend(_allocs_in(it.body))
+    return out
+
+
+def loop_private(result: CheckResult) -> set:
+    """Names of the private tensors allocated inside a loop (the others, allocated at the
+    kernel's top level, are ordinary root allocations)."""
+    return {n for n, t in result.tensors.items() if t.private and t.alloc_loops}
 
 
 def _init_nest(si: StmtInfo) -> Node:

@@ -75,6 +75,15 @@ Memory scopes and allocation placement
     whose per-block (shared, > 48 KiB) or per-thread (local, > 16 KiB) region is too large,
     e.g. in a single-thread launch. Those are demoted to global memory (warning W050).
 
+    **Private tensors** (``\\alloc`` inside a loop, docs/language.md §3.1) are not planned
+    this way: each is allocated, with its declared shape, at the start of the body of the
+    loop whose body holds the ``\\alloc`` (``Loop.allocs`` of :mod:`leirc.lower.prep`), so
+    every iteration, thread or parallel task has its own copy. CPU: scope ``local`` (a stack
+    array; after the loops over it are unrolled and vectorized LLVM promotes it to
+    registers). CUDA: ``s`` -> ``shared`` (TVM's ``ThreadSync`` adds the barriers), ``l``
+    and ``g`` -> ``local``; one in a host loop becomes one root buffer in global memory,
+    which the serial host iterations reuse. Private tiles are never poisoned.
+
 Statements
     ``assign``/``update``/``scan`` store the value as written; reductions get an init
     nest (see :mod:`leirc.lower.prep`). Identities: ``+ -`` 0, ``*`` 1, ``max``/``min``
@@ -266,6 +275,15 @@ def _kernel_for(root: P.Loop) -> Kernel:
     return Kernel([root], wrapper=False, axes=axes)
 
 
+def _host_loops(segs) -> list:
+    out = []
+    for s in segs or ():
+        if isinstance(s, HostLoop):
+            out.append(s)
+            out.extend(_host_loops(s.body))
+    return out
+
+
 def kernels_of(segs) -> list:
     out = []
     for s in segs:
@@ -344,7 +362,15 @@ class Lowerer:
 
     # -- allocation planning -----------------------------------------------------
     def _plan_allocations(self, segs):
-        inter = [t for t in self.result.tensors.values() if t.role == "intermediate"]
+        private = P.loop_private(self.result)
+        inter = [t for t in self.result.tensors.values() if t.role == "intermediate" and t.name not in private]
+        self.host_private: set = set()
+        if self.gpu:
+            # host loops run serially: one buffer (in device memory) serves every iteration
+            for seg in _host_loops(segs):
+                for info in seg.loop.allocs:
+                    self.host_private.add(info.name)
+                    inter.append(info)
         if not self.gpu:
             self.root_allocs = inter
             return
@@ -498,6 +524,20 @@ class Lowerer:
             return tirx.reinterpret(DTYPES[dt], tirx.const(pattern, f"uint{bits}"))
         return tirx.const(int(pv), DTYPES[dt])
 
+    def _emit_private_allocs(self, lp: P.Loop, ctx: _Ctx):
+        """Private tensors of this loop body, fresh per iteration: on CPU a ``local``
+        allocation inside the loop (a stack tile that LLVM keeps in registers once the
+        loops over it are unrolled or vectorized); on CUDA ``shared`` (one per block) or
+        ``local`` (one per thread)."""
+        for info in lp.allocs:
+            if info.name in self.host_private:
+                continue
+            if self.gpu:
+                scope = "shared" if info.scope == "s" and not (ctx.kernel is not None and ctx.kernel.wrapper) else "local"
+            else:
+                scope = "local"
+            self._alloc(info, scope)
+
     def _emit_site_allocs(self, key):
         for info in self.site_allocs.get(id(key), ()):
             self._alloc(info, A.SCOPE_NAMES[info.scope])
@@ -612,6 +652,7 @@ class Lowerer:
                 conds = conds + (v < guard_extent,)
             inner = replace(ctx, env=env, conds=conds, **fields)
             self._emit_site_allocs(lp)
+            self._emit_private_allocs(lp, inner)
             self._emit_nodes(lp.body, inner)
             if lp.body and lp.extent > 1 and lp.kind != "B" and self._needs_barriers(inner):
                 self._barrier()
