@@ -1,0 +1,270 @@
+"""``-O2``: register blocking for GEMM-like nests, vector partial sums for other reductions, then ``-O1``.
+
+A fixed pipeline of ordinary, checked strategy steps (every step recorded; one that does
+not apply is skipped and logged). For each top-level nest that is **GEMM-like** — a
+perfect chain around one sum reduction ``X_{..., i, j} += e`` whose target subscripts
+are distinct loop indices (at least two), with one or more reduction loops, and in which
+every access that uses the last target index ``j`` has it in its last subscript with
+coefficient 1 (unit stride: ``B_{k,j}``, ``X_{n,c,h,w+kw}``) — on CPU:
+
+1. ``loop_reorder``: batch loops, ``i``, ``j``, then the reduction loops;
+2. ``loop_tiling`` of ``i``, ``j`` by ``mr`` × ``nr`` and ``loop_reorder`` of the point loops
+   to ``reductions, i, j``: the register tile ``(i, j)`` is innermost;
+3. ``cache_write`` at the ``j`` tile loop: the ``mr × nr`` accumulator is a private tile,
+   fresh per tile, written back once;
+4. ``loop_parallelization`` of the outermost loop; ``loop_unrolling`` of ``i``;
+   ``loop_split`` of ``j`` by the vector width, ``loop_unrolling`` of the outer part,
+   ``loop_vectorization`` of the inner part (also in the write-back nest).
+
+After unrolling and vectorization every tile element has a constant position, so LLVM
+keeps the whole tile in vector registers across the reduction loop (``mr * nr / lanes``
+accumulators, one broadcast of ``A`` and ``nr / lanes`` loads of ``B`` per step).
+
+Every other sum/max/min reduction whose innermost loop ``k`` is a reduction loop read at
+unit stride (``A_{m,k}``, ``W_{j,k}``: GEMV, a GEMM with a transposed operand, row
+reductions) and has at least ``4 * lanes`` iterations gets ``vectorized_partial_sums``
+(one private partial result per lane, ``k = ko*lanes + kv``) and ``loop_vectorization``
+of the lane loop.
+
+Then :func:`leirc.opt.o1.optimize` runs on the result (fusion, reordering, parallel and
+vector loops for the other nests; on a blocked nest it only marks a nested loop parallel,
+which the lowering runs serially).
+
+Tile sizes are arguments (``mr``, ``nr``, ``lanes``) so a search can tune them; the
+defaults come from the target: ``lanes`` is the f32 vector width of the host CPU (16 with
+AVX-512, 8 with AVX/AVX2, else 4, read from ``/proc/cpuinfo``), ``nr = 2 * lanes``,
+``mr = 8`` (16 accumulators of 32 vector registers with AVX-512). A dimension that ``mr``
+or ``nr`` does not divide takes the largest smaller candidate that does (``nr`` stays a
+multiple of ``lanes``), or the nest is left to ``-O1``. CUDA: ``-O1`` unchanged (the
+register-blocked CUDA schedule is future work).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..lang import ast as A
+from ..lang.affine import affine
+from ..lang.checker import CheckResult, check_kernel
+from ..strategies import NotApplicable, Step
+from ..strategies.base import plan_step
+from ..strategies.rewrite import iter_loops, iter_stmts, nest_chain
+from . import o1
+from .o1 import O1Result
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Register tile of a GEMM-like nest: ``mr`` rows × ``nr`` columns, ``lanes`` f32 per vector."""
+
+    mr: int = 8
+    nr: int = 32
+    lanes: int = 16
+
+
+def host_vector_lanes(cpuinfo: str = "/proc/cpuinfo") -> int:
+    """f32 lanes of the widest vector unit the host CPU reports (16, 8 or 4)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return 4
+    if "avx512f" in flags:
+        return 16
+    if "avx2" in flags or "avx" in flags:
+        return 8
+    return 4
+
+
+def default_tiles(target: str = "llvm") -> Tiles:
+    lanes = host_vector_lanes() if target == "llvm" else 4
+    return Tiles(mr=8 if lanes >= 16 else 4, nr=2 * lanes, lanes=lanes)
+
+
+@dataclass
+class Gemm:
+    """What the recognizer found in one nest."""
+
+    stmt: str  # statement reference
+    batch: list  # loop vars
+    i: str
+    j: str
+    reductions: list
+
+
+def gemm_like(kernel: A.Kernel, result: CheckResult, idx: int) -> Optional[Gemm]:
+    """The GEMM structure of top-level item ``idx`` (see the module docstring), or None."""
+    item = kernel.body[idx]
+    if not isinstance(item, A.Loop):
+        return None
+    chain = nest_chain(item)
+    body = chain[-1].body
+    if len(body) != 1 or not isinstance(body[0], A.Assign):
+        return None
+    st = body[0]
+    si = result.info(st)
+    if si.kind != "reduce" or si.op != "+" or not si.reduce_vars:
+        return None
+    if any(l.start != 0 or l.kind != "L" for l in chain):
+        return None
+    tvars = [i.name if isinstance(i, A.Var) else None for i in st.target.indices]
+    if None in tvars or len(set(tvars)) != len(tvars) or len(tvars) < 2:
+        return None
+    j = tvars[-1]
+    for a in (n for n in A.walk(st.value) if isinstance(n, A.Access)):
+        uses = [k for k, e in enumerate(a.indices) if any(isinstance(v, A.Var) and v.name == j for v in A.walk(e))]
+        if not uses:
+            continue
+        aff = affine(a.indices[-1])
+        if uses != [len(a.indices) - 1] or aff is None or aff[0].get(j) != 1:
+            return None  # the vector dimension is not unit stride in this operand
+    ref = next(r for r, s, _ in iter_stmts(kernel) if s is st)
+    return Gemm(ref, tvars[:-2], tvars[-2], j, [l.var for l in chain if l.var in si.reduce_vars])
+
+
+def _fit(extent: int, want: int, step: int) -> Optional[int]:
+    """Largest multiple of ``step``, at most ``want``, that divides ``extent`` and is below it."""
+    for f in range(want - want % step, 0, -step):
+        if f < extent and extent % f == 0 and f > 1:
+            return f
+    return None
+
+
+class _Run:
+    def __init__(self, kernel: A.Kernel, result: CheckResult):
+        self.res = O1Result(kernel, result=result)
+
+    def step(self, name: str, **args):
+        try:
+            rw = plan_step(self.res.kernel, Step.make(name, **args), result=self.res.result)
+        except NotApplicable as e:
+            self.res.log.append(f"skip {Step.make(name, **args)}: {e.reason}")
+            return None
+        self.res.kernel, self.res.result = rw.kernel, rw.result
+        self.res.steps.append(rw.step)
+        self.res.log.append(f"apply {rw.step}")
+        return rw
+
+    def loop(self, idx: int, var: str, nth: int = 0) -> Optional[str]:
+        want = f"N{idx}.{var}" + (f"#{nth}" if nth else "")
+        return want if any(r == want for r, _, _ in iter_loops(self.res.kernel)) else None
+
+
+def _block_gemm(run: _Run, idx: int, g: Gemm, tiles: Tiles) -> bool:
+    k = run.res.kernel
+    ext = {l.var: l.extent for l in nest_chain(k.body[idx])}
+    mr = _fit(ext[g.i], tiles.mr, 1)
+    nr = _fit(ext[g.j], tiles.nr, tiles.lanes)
+    if mr is None or nr is None:
+        run.res.log.append(f"nest N{idx}: no register tile divides {g.i}={ext[g.i]}, {g.j}={ext[g.j]}")
+        return False
+    mark = run.res.mark()
+    order = g.batch + [g.i, g.j] + g.reductions
+    chain_vars = [l.var for l in nest_chain(k.body[idx])]
+    ok = True
+    if chain_vars != order:
+        ok = run.step("loop_reorder", loop=f"N{idx}.{chain_vars[0]}", order=",".join(order)) is not None
+    tiled = ok and run.step("loop_tiling", loop=f"N{idx}.{g.i}", factor_outer=mr, factor_inner=nr)
+    ok = bool(tiled)
+    if ok:
+        jo = tiled.created["inner_tile"]
+        ok = run.step("loop_reorder", loop=f"N{idx}.{g.i}", order=",".join(g.reductions + [g.i, g.j])) is not None
+        stmt = next(r for r, _, p in iter_stmts(run.res.kernel) if p[0] == idx)
+        ok = ok and run.step("cache_write", stmt=stmt, loop=jo, scope="l") is not None
+    if not ok:
+        run.res.undo(mark, f"nest N{idx}: undo register blocking")
+        return False
+    # from here on every step only changes loop kinds or splits: a skipped one costs speed only
+    root = run.res.kernel.body[idx]
+    run.step("loop_parallelization", loop=f"N{idx}.{root.var}")
+    run.step("loop_unrolling", loop=f"N{idx}.{g.i}")
+    for nth in (0, 1):  # the accumulation nest, then the write-back nest
+        j = run.loop(idx, g.j, nth)
+        if j is None:
+            continue
+        if nr > tiles.lanes:
+            split = run.step("loop_split", loop=j, factor=tiles.lanes)
+            if split is None:
+                continue
+            if nth == 0:
+                run.step("loop_unrolling", loop=split.created["outer"])
+            j = split.created["inner"]
+        run.step("loop_vectorization", loop=j)
+    return True
+
+
+def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Optional[tuple[str, int]]:
+    """(statement reference, lanes) of the first reduction worth splitting into vector
+    partial sums (module docstring), or None."""
+    private = {n for n, t in result.tensors.items() if t.private}
+    for ref, st, _ in iter_stmts(kernel):
+        si = result.info(st)
+        if si.kind != "reduce" or si.op not in ("+", "max", "min") or not si.loops:
+            continue
+        k = si.loops[-1]
+        if k.var not in si.reduce_vars or k.body != (st,) or k.start != 0 or k.kind != "L":
+            continue
+        reads = [n for n in A.walk(st.value) if isinstance(n, A.Access)]
+        if st.target.name in private or any(a.name in private for a in reads):
+            continue
+        unit = False
+        for a in reads:
+            uses = [d for d, e in enumerate(a.indices) if any(isinstance(v, A.Var) and v.name == k.var for v in A.walk(e))]
+            if not uses:
+                continue
+            aff = affine(a.indices[-1])
+            if uses != [len(a.indices) - 1] or aff is None or aff[0].get(k.var) != 1:
+                unit = False
+                break
+            unit = True
+        if not unit:
+            continue
+        fit = next((w for w in (lanes, lanes // 2, lanes // 4) if w >= 4 and k.extent % w == 0 and k.extent >= 4 * w), None)
+        if fit is not None:
+            return ref, fit
+    return None
+
+
+def _partial_sums(run: _Run, lanes: int) -> None:
+    for _ in range(64):  # each application removes one qualifying reduction
+        site = partial_sums_site(run.res.kernel, run.res.result, lanes)
+        if site is None:
+            return
+        ref, width = site
+        rw = run.step("vectorized_partial_sums", stmt=ref, lanes=width)
+        if rw is None:
+            return
+        part = rw.created["partial"]
+        lane = next((r for r, lp, _ in iter_loops(run.res.kernel)
+                     if len(lp.body) == 1 and isinstance(lp.body[0], A.Assign) and lp.body[0].target.name == part), None)
+        if lane is not None:
+            run.step("loop_vectorization", loop=lane)
+
+
+def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResult] = None, *,
+             tiles: Optional[Tiles] = None) -> O1Result:
+    """Run the -O2 pipeline (module docstring) for ``target``; ``tiles`` overrides the
+    register tile the target suggests (:func:`default_tiles`)."""
+    if result is None or result.kernel is not kernel:
+        result = check_kernel(kernel)
+    if not result.ok:
+        raise NotApplicable("-O2", "the program has errors")
+    if target == "cuda":
+        return o1.optimize(kernel, "cuda", result)
+    tiles = tiles or default_tiles(target)
+    run = _Run(kernel, result)
+    run.res.log.append(f"register tile mr={tiles.mr} nr={tiles.nr} lanes={tiles.lanes}")
+    for idx in range(len(kernel.body)):
+        g = gemm_like(run.res.kernel, run.res.result, idx)
+        if g is not None:
+            _block_gemm(run, idx, g, tiles)
+    _partial_sums(run, tiles.lanes)
+    rest = o1.optimize(run.res.kernel, target, run.res.result)
+    run.res.kernel, run.res.result = rest.kernel, rest.result
+    run.res.steps.extend(rest.steps)
+    run.res.log.extend(rest.log)
+    return run.res
+
+
+__all__ = ["Gemm", "Tiles", "default_tiles", "gemm_like", "host_vector_lanes", "optimize", "partial_sums_site"]

@@ -1,0 +1,152 @@
+"""-O2 (leirc.opt.o2): register blocking of GEMM-like nests, then -O1.
+
+Every result is verified against the original program like -O1's (compiled for llvm,
+against the interpreter)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leirc.lang import ast as A
+from leirc.lang.checker import check_kernel
+from leirc.lang.parser import parse
+from leirc.lang.printer import print_kernel
+from leirc.opt import o1, o2
+from leirc.strategies import replay
+
+STDLIB = Path(__file__).resolve().parents[1] / "stdlib"
+
+
+def stdlib(name: str) -> A.Kernel:
+    return parse((STDLIB / f"{name}.leir").read_text()).module.kernels[0]
+
+
+def allocs(k: A.Kernel) -> list[tuple[A.Alloc, int]]:
+    """(alloc item, number of enclosing loops)"""
+    out = []
+
+    def walk(items, depth):
+        for it in items:
+            if isinstance(it, A.Alloc):
+                out.append((it, depth))
+            elif isinstance(it, A.Loop):
+                walk(it.body, depth + 1)
+            elif isinstance(it, A.Region):
+                walk(it.body, depth)
+
+    walk(k.body, 0)
+    return out
+
+
+def test_matmul_is_register_blocked():
+    k = stdlib("matmul_standard")
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    [(al, depth)] = allocs(res.kernel)
+    assert al.shape == (8, 32) and al.scope == "l" and depth == 2
+    root = res.kernel.body[0]
+    assert root.kind == "P"
+    acc = root.body[0].body[1]  # the accumulation nest after the \alloc
+    kinds = []
+    node = acc
+    while isinstance(node, A.Loop):
+        kinds.append((node.var, node.kind, node.extent))
+        node = node.body[0]
+    assert kinds == [("k", "L", 1024), ("i", "U", 8), ("joa", "U", 2), ("j", "V", 16)]
+    # the steps are the program: replaying them gives the same kernel
+    assert replay(k, res.steps) == res.kernel
+    assert check_kernel(res.kernel).ok
+
+
+def test_tiles_are_arguments():
+    res = o2.optimize(stdlib("batched_matmul"), tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    [(al, _)] = allocs(res.kernel)
+    assert al.shape == (4, 16)
+    # a tile that divides nothing leaves the nest to -O1
+    odd = stdlib("matmul_irregular")
+    res = o2.optimize(odd, tiles=o2.Tiles())
+    assert not allocs(res.kernel)
+    assert res.kernel == o1.optimize(odd).kernel
+    assert any("no register tile" in line for line in res.log)
+
+
+def test_default_tiles_follow_the_vector_width(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor : 0\nflags : fpu sse2 avx avx2 fma\n")
+    assert o2.host_vector_lanes(str(info)) == 8
+    info.write_text("flags : fpu sse2 avx2 avx512f\n")
+    assert o2.host_vector_lanes(str(info)) == 16
+    assert o2.host_vector_lanes(str(tmp_path / "missing")) == 4
+    t = o2.default_tiles()
+    assert t.nr == 2 * t.lanes and t.nr % t.lanes == 0
+
+
+def test_only_gemm_like_nests_are_blocked():
+    k = stdlib("gemv")  # one spatial index: no tile of two
+    r = check_kernel(k)
+    assert o2.gemm_like(k, r, 0) is None
+    # a transposed operand (W_{j,k}) is not unit stride in j: not blocked (-O1 instead)
+    k = stdlib("gemm_bias_relu")
+    assert o2.gemm_like(k, check_kernel(k), 0) is None
+    k = stdlib("conv2d")
+    g = o2.gemm_like(k, check_kernel(k), 1)
+    assert g is not None and (g.i, g.j, g.reductions) == ("i", "j", ["c", "p", "q"])
+
+
+def test_cuda_is_o1():
+    k = stdlib("matmul_standard")
+    assert o2.optimize(k, "cuda").kernel == o1.optimize(k, "cuda").kernel
+
+
+def test_small_gemm_verifies_in_the_interpreter():
+    from leirc.verify import verify
+
+    src = (r"\kernel k(A:f32[16,8],B:f32[8,32])->(C:f32[16,32]){L^{16}_{i=0}L^{32}_{j=0}L^{8}_{k=0}"
+           r"[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+A^{f32,g}_{i,k}*B^{f32,g}_{k,j};];}")
+    k = parse(src).module.kernels[0]
+    res = o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    assert allocs(res.kernel)
+    rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures
+
+
+#: the stdlib kernels -O2 changes beyond -O1 (checked by test_o2_changes_exactly_these)
+BLOCKED = ["batched_matmul", "conv2d", "matmul_square", "matmul_standard", "matmul_upper_triangular",
+           "pointwise_conv2d", "rmsnorm", "sdpa"]
+PARTIAL = ["gemm_bias_relu", "gemv", "groupnorm", "layernorm", "log_softmax", "matmul_gelu_softmax",
+           "matmul_transposed_b", "mse_loss", "softmax"]
+ALL = sorted(p.stem for p in STDLIB.glob("*.leir"))
+
+
+def test_o2_changes_exactly_these():
+    blocked, partial = [], []
+    for name in ALL:
+        res = o2.optimize(stdlib(name))
+        names = {s.name for s in res.steps}
+        if "cache_write" in names:
+            blocked.append(name)
+        elif "vectorized_partial_sums" in names:
+            partial.append(name)
+    assert blocked == BLOCKED and partial == PARTIAL
+
+
+def test_partial_sums_of_a_gemv():
+    k = stdlib("gemv")
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    [(al, depth)] = allocs(res.kernel)
+    assert al.shape == (16,) and depth == 1
+    lane = res.kernel.body[0].body[1].body[0]
+    assert (lane.kind, lane.extent) == ("V", 16)
+    assert replay(k, res.steps) == res.kernel
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ALL)
+def test_every_stdlib_kernel_builds_and_verifies_on_llvm(name):
+    from leirc.verify import verify
+
+    res = o2.optimize(stdlib(name))
+    src = (STDLIB / f"{name}.leir").read_text()
+    rep = verify(print_kernel(res.kernel), src, seeds=(0,), dists=("normal",), probes=())
+    assert rep.equal, rep.failures
