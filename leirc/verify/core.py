@@ -44,6 +44,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from operator import index as operator_index
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
@@ -538,11 +539,22 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
 
     stop = False
     per_run = sum(int(np.prod(sh, dtype=np.int64)) for _, _, sh in outs_spec)
+    # the runs in order: (seed, distribution, probe or None); fixed up front so that the
+    # reference side of the next run can be computed while this one runs
+    plan: list = []
     checked = dict.fromkeys(dists, 0)
-    per_dist = len(seeds)
-    if min_samples is not None and per_run > 0:
-        per_dist = min(per_dist, max(1, -(-min_samples // per_run)))
-    planned = per_dist * len(dists) + len(probes) + (runner is not interp_runner)
+    for k, seed in enumerate(seeds):
+        for dist in dists:
+            if k > 0 and min_samples is not None and checked[dist] >= min_samples:
+                rep.seeds_skipped.append(f"{seed} ({dist})")
+                continue
+            checked[dist] += per_run
+            plan.append((seed, dist, None))
+    if rep.seeds_skipped:
+        run_seeds = {s for s, _, _ in plan}
+        rep.seeds = [s for s in seeds if s in run_seeds]
+    plan += [(seeds[0], probe, probe) for probe in probes]
+    planned = len(plan) + (runner is not interp_runner)
     done = 0
 
     def ran(label: str) -> None:
@@ -550,63 +562,55 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         done += 1
         if progress is not None:
             progress(done, max(planned, done), label)
-    for k, seed in enumerate(seeds):
-        for dist in dists:
-            if k > 0 and min_samples is not None and checked[dist] >= min_samples:
-                rep.seeds_skipped.append(f"{seed} ({dist})")
-                continue
-            checked[dist] += per_run
+
+    def materialize(seed: int, dist: str):
+        """(inputs, reference outputs, unwritten masks) of one planned run."""
+        if reference_cache is not None:
+            return reference_cache.run(seed, dist)
+        inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
+        return (inputs, *reference_run(inputs))
+
+    # one thread ahead: NumPy releases the GIL, so the next input set and its reference run
+    # overlap with the candidate's run (another process) and this run's comparison. The
+    # special probe's trial runs use the reference interpreter too: nothing is prefetched
+    # across them.
+    ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leirc-verify-reference")
+    pending: dict = {}
+
+    def prefetch(i: int) -> None:
+        if i < len(plan) and plan[i][2] != "special" and i not in pending:
+            pending[i] = ahead.submit(materialize, plan[i][0], plan[i][1])
+
+    try:
+        for i, (seed, dist, probe) in enumerate(plan):
             label = f"seed {seed}, {dist}"
-            try:
-                if reference_cache is not None:
-                    inputs, ref_out, ref_unw = reference_cache.run(seed, dist)
-                else:
-                    inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
-                    ref_out, ref_unw = reference_run(inputs)
-            except InterpError as e:
-                fail(f"reference program failed ({label}): {e}")
-                stop = True
-                break
-            rep.runs += 1
-            r = check_run(inputs, ref_out, ref_unw, label, True)
-            ran(label)
-            if r is None:
-                stop = True
-                break
-            if first is None:
-                first = (inputs, ref_out, ref_unw, label, r[0], r[1])
-        if stop:
-            break
-    if rep.seeds_skipped:
-        run_seeds = {seeds[0]} | {s for k, s in enumerate(seeds) if k > 0 and any(
-            f"{s} ({d})" not in rep.seeds_skipped for d in dists)}
-        rep.seeds = [s for s in seeds if s in run_seeds]
-    if not stop and probes:
-        seed = seeds[0]
-        for probe in probes:
             try:
                 if probe == "special":
                     inputs, injected, outs = special_inputs(seed)
                     rep.special_values = injected
                     label = f"seed {seed}, special ({', '.join(injected) if injected else 'zeros only'})"
                     ref_out, ref_unw = reference_run(inputs, outs)
-                elif reference_cache is not None:
-                    label = f"seed {seed}, {probe}"
-                    inputs, ref_out, ref_unw = reference_cache.run(seed, probe)
                 else:
-                    label = f"seed {seed}, {probe}"
-                    inputs = random_inputs(ref.kernel, seed, probe, explicit_doms)
-                    ref_out, ref_unw = reference_run(inputs)
+                    fut = pending.pop(i, None)
+                    inputs, ref_out, ref_unw = fut.result() if fut is not None else materialize(seed, dist)
             except InterpError as e:
-                fail(f"reference program failed (seed {seed}, {probe}): {e}")
+                fail(f"reference program failed ({label}): {e}")
                 stop = True
                 break
-            rep.probe_runs += 1
+            prefetch(i + 1)
+            if probe is None:
+                rep.runs += 1
+            else:
+                rep.probe_runs += 1
             r = check_run(inputs, ref_out, ref_unw, label, True, probe=probe)
             ran(label)
             if r is None:
                 stop = True
                 break
+            if first is None and probe is None:
+                first = (inputs, ref_out, ref_unw, label, r[0], r[1])
+    finally:
+        ahead.shutdown(wait=True, cancel_futures=True)
     # the repeated run catches state kept between runs; the built-in interpreter runner
     # is deterministic and stateless, so it is skipped there
     if not stop and first is not None and first[4] and runner is not interp_runner:
