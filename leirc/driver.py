@@ -88,6 +88,18 @@ class O1:
         return Optimized(res.kernel, list(res.steps), list(res.log))
 
 
+class O2:
+    """Register blocking and vector partial sums (:mod:`leirc.opt.o2`), then -O1."""
+
+    name = "-O2"
+
+    def optimize(self, result: CheckResult, target: str) -> Optimized:
+        from .opt.o2 import optimize
+
+        res = optimize(result.kernel, "cuda" if target == "cuda" else "llvm", result)
+        return Optimized(res.kernel, list(res.steps), list(res.log))
+
+
 def _search() -> Optimizer:
     from .search.optimizer import SearchOptimizer  # lazy: the search pulls in its SQLite state and memory
 
@@ -95,7 +107,7 @@ def _search() -> Optimizer:
 
 
 #: optimization levels by the name ``-O`` takes
-OPTIMIZERS: dict[str, Callable[[], Optimizer]] = {"0": O0, "1": O1, "search": _search}
+OPTIMIZERS: dict[str, Callable[[], Optimizer]] = {"0": O0, "1": O1, "2": O2, "search": _search}
 
 
 # ---------------------------------------------------------------------------

@@ -43,3 +43,23 @@ def test_identity_values():
     assert D.identity_value(float("inf"), "u8") == 255
     assert D.identity_value(1, "f16") == 1 and D.identity_value(0, "i64") == 0
     assert D.leir_dtype(np.float32) == "f32" and D.leir_dtype(D.BF16) == "bf16"
+
+
+def test_shrink_moves_a_private_tile_with_its_cluster():
+    """A private row buffer as long as the reduction moves with it when the reduction shrinks."""
+    from leirc.interp.shrink import shrink
+    from leirc.lang import ast as A
+    from leirc.lang.checker import check_text
+
+    src = r"""\kernel k(A: f32[8, 48]) -> (C: f32[8]) {
+  P^{8}_{i=0} [
+    \alloc R^{f32,l}[48];
+    L^{48}_{k=0} [ R^{f32,l}_{k} = A^{f32,g}_{i,k}*2.0; ];
+    L^{48}_{k=0} [ C^{f32,g}_{i} = C^{f32,g}_{i} + R^{f32,l}_{k}; ];
+  ];
+}
+"""
+    small, moved = shrink(check_text(src).results[0].kernel)
+    allocs = [n for n in A.walk(small.kernel) if isinstance(n, A.Alloc)]
+    assert moved and [a.shape for a in allocs] == [(small.kernel.inputs[0].shape[1],)]
+    assert small.kernel.inputs[0].shape[1] < 48

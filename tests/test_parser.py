@@ -862,3 +862,11 @@ def test_long_header_chain_equality():
     a, b = parse(text), parse(text)
     if a.module is not None:  # rejecting it with E003 is a fix too
         assert a.module == b.module
+
+
+def test_space_before_percent_gets_the_comment_hint():
+    """`a % 4` starts a comment at the `%`: the syntax error that follows says so."""
+    src = "\\kernel k(A: i32[8]) -> (C: i32[8]) {\n  L^{8}_{i=0} [ C^{i32,g}_{i} = A^{i32,g}_{i} % 4; ];\n}\n"
+    pr = parse(src)
+    notes = [n for d in pr.diagnostics for n in d.notes]
+    assert any("'%' after a space starts a comment" in n and "line 2" in n for n in notes), pr.diagnostics

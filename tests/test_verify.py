@@ -338,3 +338,14 @@ def test_compiled_crash_is_reported(monkeypatch):
     rep = verify(MATMUL, seeds=(0,), dists=("uniform",), target="llvm", timeout=300)
     assert not rep.equal
     assert rep.failures[0].startswith("candidate failed [crash]"), rep.failures
+
+
+def test_private_tile_keeps_the_arithmetic_tolerance():
+    """The error bound's companion program allocates the bound of a private tile privately too:
+    without that, the companion has a shared buffer in a P loop (E040) and the verifier falls
+    back to the flat tolerance."""
+    from test_private_storage import GEMM
+
+    rep = verify(GEMM, target="interp")
+    assert rep.equal, rep.failures
+    assert rep.tolerance == "arithmetic"

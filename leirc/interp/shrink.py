@@ -34,6 +34,7 @@ GAP = 4
 def _sizes(k: A.Kernel) -> list[int]:
     out = [d for p in k.inputs + k.outputs for d in p.shape]
     out += [n.extent for n in A.walk(k) if isinstance(n, A.Loop)]
+    out += [d for n in A.walk(k) if isinstance(n, A.Alloc) for d in n.shape]
     return out
 
 
@@ -76,7 +77,7 @@ def _rebuild(node, f):
         if node.is_int:
             return replace(node, value=f(node.value))
         return node
-    if isinstance(node, A.Param):
+    if isinstance(node, (A.Param, A.Alloc)):  # a private tile's shape moves with its cluster
         return replace(node, shape=tuple(f(d) for d in node.shape))
     if not hasattr(node, "__dataclass_fields__") or isinstance(node, A.Span):
         return node

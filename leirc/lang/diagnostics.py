@@ -74,6 +74,7 @@ CODES: dict[str, str] = {
     "W005": "scope written on a kernel parameter is ignored",
     "W006": "unused kernel input",
     "W007": "tensor written but never read",
+    "W008": "the file defines no kernel",
     "W009": "implicit narrowing conversion",
     "W014": "data-dependent subscript is bounds-checked at run time",
     "W050": "shared/local tensor placed in global memory on CUDA",

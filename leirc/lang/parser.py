@@ -433,7 +433,18 @@ def _syntax_error(e: UnexpectedInput, text: str, lark: Lark) -> Diagnostic:
     if expected:
         msg += f"; expected {_words(expected, lark)}"
     span = A.Span(line, col, line, col + width, pos, pos + width)
-    return error("E001", msg, span, notes=_hint(e, lark))
+    return error("E001", msg, span, notes=_hint(e, lark) + _comment_trap(text, line))
+
+
+def _comment_trap(text: str, line: int) -> tuple[str, ...]:
+    """A note when the error line or the one before it has a `` %`` after a space: that starts
+    a comment, so what looked like a modulo swallowed the rest of its line."""
+    lines = text.splitlines()
+    for n in (line - 1, line - 2):
+        if 0 <= n < len(lines) and not lines[n].lstrip().startswith("%") and re.search(r"\S\s+%", lines[n]):
+            return (f"line {n + 1}: '%' after a space starts a comment, so the rest of that line was ignored; "
+                    "for the modulo operator write it without the space (i%4)",)
+    return ()
 
 
 #: the common mistakes, each a few minimal programs that make the LALR parser fail in the

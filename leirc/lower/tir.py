@@ -563,6 +563,11 @@ class Lowerer:
             self.diagnostics.append(warning(
                 "W051", f"on CUDA this kernel runs on a single thread (its B loops run serially): {kern.why}",
                 kern.reason))
+        elif kern.wrapper and any(isinstance(n, P.Loop) and n.extent > 1 for n in kern.items):
+            # a run of straight-line statements (an accumulator's init) is one thread's work anyway
+            self.diagnostics.append(warning(
+                "W051", "on CUDA this nest runs on a single thread: it has no B loop (bind a loop with "
+                "loop_binding, or build with -O1)", kern.reason or (kern.items[0].span if kern.items else None)))
         kctx = replace(ctx, kernel=kern, bound=frozenset(), conds=(), bchain=())
         if kern.wrapper:
             with T.thread_binding(0, 1, thread="blockIdx.x") as b0:

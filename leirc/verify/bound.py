@@ -400,6 +400,10 @@ def bound_program(ref: CheckResult, worst_case: bool = False) -> tuple[CheckResu
                     out.extend(comp)
                 elif comp is not None and comp is not _NONZERO:
                     out.append(comp)
+            elif isinstance(it, A.Alloc):
+                out.append(it)
+                if it.name in b.enames:  # the bound of a private tile is private like the tile
+                    out.append(A.Alloc(b.enames[it.name], "f64", "g", it.shape))
             else:
                 out.append(it)
         return out
