@@ -44,6 +44,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from operator import index as operator_index
 from dataclasses import asdict, dataclass, field
@@ -405,7 +406,17 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     bitwise = True
     first = None  # (inputs, reference outputs, label) of the first run
 
+    call_lock = threading.Lock()  # one candidate run at a time, in the order asked
+    failed_run = threading.Event()  # a candidate run failed: runs queued behind it are not started
+
     def call(inputs: dict, alt: bool):
+        with call_lock:
+            res, after = _call(inputs, alt)
+        if not res.ok:
+            failed_run.set()
+        return res, after
+
+    def _call(inputs: dict, alt: bool):
         cin = {k: v.copy() for k, v in inputs.items()}
         init = {n: D.poisoned(dt, sh, alt) for n, dt, sh in outs_spec}
         try:
@@ -473,15 +484,16 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         return cur, injected, cur_outs
 
     def check_run(inputs, ref_out, ref_unw, label: str, record: bool, probe: Optional[str] = None,
-                  same_as: Optional[dict] = None):
+                  same_as: Optional[dict] = None, ran: Optional[tuple] = None):
         """Run the candidate on one input set and compare. A probe uses the worst-case
         reduction bound; the special probe matches non-finite reference elements exactly,
         the others do not compare the reference's own overflows (see compare_output).
         ``same_as``: the candidate's outputs of an earlier, passing run on the same inputs;
-        an output identical to it bit for bit passes without being compared again."""
+        an output identical to it bit for bit passes without being compared again. ``ran``:
+        the candidate's ``call(inputs, False)``, when it already ran."""
         nonfinite = "fail" if probe is None else ("match" if probe == "special" else "ignore")
         nonlocal bitwise
-        res, after = call(inputs, False)
+        res, after = ran if ran is not None else call(inputs, False)
         if not res.ok:
             kind = f" [{res.error_kind}]" if res.error_kind else ""
             fail(f"candidate failed{kind} ({label}): {res.error}")
@@ -563,46 +575,68 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         if progress is not None:
             progress(done, max(planned, done), label)
 
+    # The reference interpreter serves one thread at a time; the candidate's session
+    # serializes its runs itself.
+    ref_lock = threading.Lock()
+
+    special_found: dict = {}  # seed -> the special values the probe injected
+
     def materialize(seed: int, dist: str):
         """(inputs, reference outputs, unwritten masks) of one planned run."""
-        if reference_cache is not None:
-            return reference_cache.run(seed, dist)
-        inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
-        return (inputs, *reference_run(inputs))
+        with ref_lock:
+            if dist == "special":
+                inputs, special_found[seed], outs = special_inputs(seed)
+                return (inputs, *reference_run(inputs, outs))
+            if reference_cache is not None:
+                return reference_cache.run(seed, dist)
+            inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
+            return (inputs, *reference_run(inputs))
 
-    # one thread ahead: NumPy releases the GIL, so the next input set and its reference run
-    # overlap with the candidate's run (another process) and this run's comparison. The
-    # special probe's trial runs use the reference interpreter too: nothing is prefetched
-    # across them.
-    ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leirc-verify-reference")
+    # A compiled candidate runs in another process: while this thread compares run i, run
+    # i+1 is already in the worker and the inputs and reference outputs of run i+2 are being
+    # computed (NumPy releases the GIL). The interpreter runner runs in this process and is
+    # not pipelined.
+    pipelined = runner is not interp_runner
+    depth = 3 if pipelined else 1
+
+    def stage(i: int):
+        seed, dist, _ = plan[i]
+        item = materialize(seed, dist)
+        # behind a failed run (a crash, a hang) the verification stops: do not pay again
+        return item, (call(item[0], False) if pipelined and not failed_run.is_set() else None)
+
+    ahead = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="leirc-verify")
     pending: dict = {}
 
-    def prefetch(i: int) -> None:
-        if i < len(plan) and plan[i][2] != "special" and i not in pending:
-            pending[i] = ahead.submit(materialize, plan[i][0], plan[i][1])
+    def top_up(start: int) -> None:
+        """Keep ``depth`` runs in flight from ``start``."""
+        for j in range(start, min(len(plan), start + depth)):
+            if j not in started:
+                started.add(j)
+                pending[j] = ahead.submit(stage, j)
 
+    started: set = set()
     try:
+        top_up(0)
         for i, (seed, dist, probe) in enumerate(plan):
             label = f"seed {seed}, {dist}"
+            ran_result = None
             try:
+                fut = pending.pop(i, None)
+                (inputs, ref_out, ref_unw), ran_result = fut.result() if fut is not None else stage(i)
                 if probe == "special":
-                    inputs, injected, outs = special_inputs(seed)
-                    rep.special_values = injected
+                    injected = rep.special_values = special_found[seed]
                     label = f"seed {seed}, special ({', '.join(injected) if injected else 'zeros only'})"
-                    ref_out, ref_unw = reference_run(inputs, outs)
-                else:
-                    fut = pending.pop(i, None)
-                    inputs, ref_out, ref_unw = fut.result() if fut is not None else materialize(seed, dist)
             except InterpError as e:
                 fail(f"reference program failed ({label}): {e}")
                 stop = True
                 break
-            prefetch(i + 1)
+            top_up(i + 1)
             if probe is None:
                 rep.runs += 1
             else:
                 rep.probe_runs += 1
-            r = check_run(inputs, ref_out, ref_unw, label, True, probe=probe)
+            r = check_run(inputs, ref_out, ref_unw, label, True, probe=probe, ran=ran_result)
             ran(label)
             if r is None:
                 stop = True
