@@ -238,7 +238,9 @@ def _write_kernel_outputs(b, args, emit, written: list) -> None:
         if "lib" in emit:
             _export_library(j.built, base + ".so")
             written.append(base + ".so")
-        if j.optimized:
+        # an optimizing build always writes its program and trace, also when no step paid
+        # off: a script's next command (verify, bench) must find them
+        if j.optimized or b.options.opt != "0":
             from ..strategies import trace_to_json
 
             level = b.options.optimizer().name
