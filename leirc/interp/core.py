@@ -1440,20 +1440,16 @@ def run(result: CheckResult, inputs: dict, *, intermediates: bool = False, poiso
 
 
 def check_source(source: str, kernel: Optional[str] = None) -> CheckResult:
-    """Parse and check ``source`` and return the CheckResult of the named (or only) kernel.
-    Raises InterpError with the first error diagnostic if the program has errors."""
-    from ..lang.checker import check_text
+    """Parse and check ``source`` and return the CheckResult of the named (or only) kernel
+    (:func:`leirc.lang.load.load_kernel`); its errors raise InterpError with the first error's
+    span."""
+    from ..lang.load import LoadError, load_kernel
 
-    cf = check_text(source)
-    errs = [d for d in cf.diagnostics if d.is_error]
-    if errs:
-        raise InterpError(f"program has {len(errs)} error(s); first: {errs[0].code} {errs[0].message}", errs[0].span)
-    for r in cf.results:
-        if kernel is None or r.kernel.name == kernel:
-            if kernel is None and len(cf.results) != 1:
-                raise InterpError(f"the file defines {len(cf.results)} kernels; name one")
-            return r
-    raise InterpError(f"no kernel named '{kernel}'")
+    try:
+        return load_kernel(source, kernel=kernel)
+    except LoadError as e:
+        first = next((d for d in e.diagnostics if d.is_error), None)
+        raise InterpError(e.message, first.span if first is not None else None) from None
 
 
 def run_source(source: str, inputs: dict, *, kernel: Optional[str] = None, **kw) -> dict:

@@ -26,8 +26,6 @@ THREAD_LIMITS = {"x": 1024, "y": 1024, "z": 64}
 BLOCK_LIMITS = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_VECTOR_LANES = 64
 SHARED_BYTES_LIMIT = 48 * 1024
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-               "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 
 #: reduction operator -> identity
 IDENTITY = {"+": 0, "-": 0, "*": 1, "max": -math.inf, "min": math.inf}
@@ -47,7 +45,7 @@ def binding_axis(var: str) -> Optional[tuple[str, str]]:
 
 
 from .types import is_float as _is_float, is_int as _is_int, promote as _promote  # noqa: E402
-from .types import INT_RANGES, is_signed_int, literal_misfit, typed_walk  # noqa: E402
+from .types import DTYPE_BYTES, INT_RANGES, is_signed_int, literal_misfit, typed_walk  # noqa: E402
 
 
 # ---------------------------------------------------------------------------

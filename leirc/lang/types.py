@@ -13,6 +13,11 @@ from . import ast as A
 
 WEAK = ("int_lit", "float_lit")
 
+#: storage size of each dtype in bytes (the checker's shared-memory limit, the lowering's
+#: footprints and integer widths)
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+               "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
+
 
 def is_float(t: str) -> bool:
     return t in A.FLOAT_DTYPES or t == "float_lit"

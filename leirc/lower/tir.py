@@ -134,7 +134,7 @@ from ..interp.dtypes import poison_value
 from ..lang import ast as A
 from ..lang.checker import CheckResult, binding_axis
 from ..lang.diagnostics import Diagnostic, warning
-from ..lang.types import expr_type, is_float, promote, resolve
+from ..lang.types import DTYPE_BYTES, expr_type, is_float, promote, resolve
 from . import prep as P
 from ._tvm import tvm as _import_tvm
 
@@ -156,8 +156,6 @@ UNROLL_BUDGET = 256
 #: bytes one block may use of one shared tensor (static shared memory) / one thread of a local tensor
 SHARED_LIMIT = 48 * 1024
 LOCAL_LIMIT = 16 * 1024
-_DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-                "u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 
 
 class LowerFailure(Exception):
@@ -414,7 +412,7 @@ class Lowerer:
         else:
             fixed = {l.var for l in chain}
             limit = LOCAL_LIMIT
-        nbytes = self._footprint(info, fixed) * _DTYPE_BYTES.get(info.dtype, 4)
+        nbytes = self._footprint(info, fixed) * DTYPE_BYTES.get(info.dtype, 4)
         if nbytes > limit:
             return None, f"one {'block' if info.scope == 's' else 'thread'} touches {nbytes} bytes of it (limit {limit})"
         return site, None
@@ -519,7 +517,7 @@ class Lowerer:
             return tirx.const(bool(pv), "bool")
         if is_float(dt):
             # exact payload bits (a float constant would go through double and may lose them)
-            bits = _DTYPE_BYTES[dt] * 8
+            bits = DTYPE_BYTES[dt] * 8
             pattern = int(np.asarray(pv).view(f"uint{bits}"))
             return tirx.reinterpret(DTYPES[dt], tirx.const(pattern, f"uint{bits}"))
         return tirx.const(int(pv), DTYPES[dt])
@@ -968,7 +966,7 @@ class _ExprLowerer:
         (TVM's CUDA code takes the address of the operand of a bit cast, which a literal
         has not; its LLVM code rejects a bit cast of integer 0 to a non-pointer)."""
         tirx = self.tirx
-        bits = _DTYPE_BYTES[comp] * 8
+        bits = DTYPE_BYTES[comp] * 8
         if const is None and isinstance(v, tirx.FloatImm):
             const = v.value
         if const is not None and self.low.gpu:
@@ -1040,7 +1038,7 @@ class _ExprLowerer:
 
     def _quiet_nan(self, comp: str):
         # from its bits: TVM's CUDA code has no spelling for a NaN float literal
-        bits = _DTYPE_BYTES[comp] * 8
+        bits = DTYPE_BYTES[comp] * 8
         pattern = {16: 0x7E00 if comp == "f16" else 0x7FC0, 32: 0x7FC00000, 64: 0x7FF8000000000000}[bits]
         return self.tirx.reinterpret(DTYPES[comp], self.tirx.const(pattern, f"uint{bits}"))
 

@@ -80,15 +80,10 @@ def _mutate(t) -> None:
 
 
 def np_dtype(leir_dtype: str):
-    import numpy as np
+    """The NumPy dtype of a LEIR dtype (the interpreter's table: one vocabulary)."""
+    from ..interp.dtypes import np_dtype as interp_np_dtype
 
-    if leir_dtype == "bf16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    from .tir import DTYPES
-
-    return np.dtype(DTYPES[leir_dtype])
+    return interp_np_dtype(leir_dtype)
 
 
 

@@ -31,8 +31,9 @@ from dataclasses import replace
 
 from ..lang import ast as A
 from ..lang.affine import Facts
-from ..lang.checker import (DTYPE_BYTES, MAX_VECTOR_LANES, SHARED_BYTES_LIMIT, StmtInfo, per_block_footprint, binding_axis,
-                            find_conflict)
+from ..analysis.deps import find_conflict
+from ..lang.types import DTYPE_BYTES
+from ..lang.checker import (MAX_VECTOR_LANES, SHARED_BYTES_LIMIT, StmtInfo, per_block_footprint, binding_axis)
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
 from .common import loops_under as _loops_under, rebuild_chain as _rebuild_chain, recheck_candidate as _recheck_candidate

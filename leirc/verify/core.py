@@ -330,7 +330,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     try:
         cand = check_source(candidate_source, kernel)
     except InterpError as e:
-        fail("candidate: no kernel to verify" if "no kernel named 'None'" in str(e) else f"candidate: {e}")
+        fail("candidate: no kernel to verify" if "no kernel in the file" in str(e) else f"candidate: {e}")
         return _finish(rep, t0)
     if not cand.kernel.outputs:
         fail(f"candidate: kernel '{cand.kernel.name}' has no outputs: no kernel to verify")
