@@ -349,3 +349,21 @@ def test_private_tile_keeps_the_arithmetic_tolerance():
     rep = verify(GEMM, target="interp")
     assert rep.equal, rep.failures
     assert rep.tolerance == "arithmetic"
+
+
+def test_ctrl_c_keeps_a_partial_report():
+    """Ctrl-C during the runs ends the verification with the runs made so far, marked
+    interrupted (never EQUAL), instead of losing them."""
+    src = K("L^{8}_{i=0}[C^{f32,g}_{i} = A^{f32,g}_{i}*2.0;];", "A: f32[8]) -> (C: f32[8]")
+    calls = []
+
+    def runner(source, inputs, outputs, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return interp_runner(source, inputs, outputs, **kw)
+
+    rep = verify(src, runner=runner)
+    assert rep.interrupted and not rep.equal
+    assert rep.runs == 2 and "interrupted after 2 of" in rep.failures[-1], (rep.runs, rep.failures)
+    assert rep.to_json()["interrupted"] is True

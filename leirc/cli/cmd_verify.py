@@ -8,6 +8,7 @@ has errors; the diagnostics are printed as by ``leirc check``), 2 on usage or I/
 from __future__ import annotations
 
 import math
+import sys
 
 from ..lang.checker import check_text
 from .common import (DEFAULT_THREADS, CliError, Progress, json_document, positive_int, print_diagnostics, print_json,
@@ -198,7 +199,7 @@ def run(args) -> int:
                            kind=e.error_kind or "runtime")
     if args.json:
         print_json(json_document("verify", rep.equal, **report_json(rep)))
-        return 0 if rep.equal else 1
+        return 130 if rep.interrupted else (0 if rep.equal else 1)
     verdict = "EQUAL" + (" (bitwise identical)" if rep.bitwise else "") if rep.equal else "NOT EQUAL"
     print(f"{rep.candidate or args.kernel_file} vs {rep.reference or 'reference'}: {verdict}")
     probe_txt = f" + {rep.probe_runs} probe run(s): {','.join(rep.probes)}" if rep.probes else ""
@@ -218,4 +219,7 @@ def run(args) -> int:
         print("  failures:")
         for f in rep.failures:
             print(f"    - {f}")
+    if rep.interrupted:
+        print("leirc: interrupted (the report covers the runs made so far)", file=sys.stderr)
+        return 130
     return 0 if rep.equal else 1

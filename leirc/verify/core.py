@@ -108,6 +108,8 @@ class VerifyReport:
     #: seeds not run because the distribution's earlier runs covered ``min_samples`` elements
     seeds_skipped: list = field(default_factory=list)
     min_samples: Optional[int] = None
+    #: stopped by Ctrl-C: the report covers the runs made so far (and is NOT EQUAL)
+    interrupted: bool = False
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -643,6 +645,10 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 break
             if first is None and probe is None:
                 first = (inputs, ref_out, ref_unw, label, r[0], r[1])
+    except KeyboardInterrupt:
+        # keep what was checked: the caller prints a partial report and says it was interrupted
+        rep.interrupted = stop = True
+        fail(f"interrupted after {done} of {planned} runs")
     finally:
         ahead.shutdown(wait=True, cancel_futures=True)
     # the repeated run catches state kept between runs; the built-in interpreter runner
