@@ -168,24 +168,38 @@ _INTERRUPTED = textwrap.dedent(r"""
     from leirc.search.optimizer import SearchOptimizer
     from leirc.lang.checker import check_text
     text, state, out = sys.argv[1], sys.argv[2], sys.argv[3]
-    opts = SearchOptions(algo="greedy", budget=50, branch=2, proposers=("menu",), state=state, memory=None)
+    # no early stop: the search must still be running when the test's SIGINT arrives
+    opts = SearchOptions(algo="greedy", budget=50, branch=2, proposers=("menu",), state=state, memory=None,
+                         patience=1000)
     opt = SearchOptimizer(opts, out_dir=out, progress=False)
     opt.optimize(check_text(open(text).read()).results[0], "llvm")
     print(opt.last.stopped)
 """)
 
 
+#: a kernel with more proposals than the budget, so the search is still running at the SIGINT
+MATMUL = r"""\kernel rowsum(A: f32[64, 64], B: f32[64, 64]) -> (C: f32[64, 64]) {
+  L^{64}_{i=0} L^{64}_{j=0} L^{64}_{k=0} [
+    C^{f32,g}_{i,j} = C^{f32,g}_{i,j} + A^{f32,g}_{i,k}*B^{f32,g}_{k,j};
+  ];
+}
+"""
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_writes_the_best_so_far(tmp_path):
     src = tmp_path / "rowsum.leir"
-    src.write_text(ROWSUM)
+    src.write_text(MATMUL)
     script = tmp_path / "run.py"
     script.write_text(_INTERRUPTED)
     state, out = str(tmp_path / "state.sqlite"), str(tmp_path / "out")
+    # every kernel run sleeps a little, so the search is surely still running at the SIGINT
+    env = {**os.environ, "LEIRC_WORKER_TEST_HOOK": "sleep:0.5"}
     p = subprocess.Popen([sys.executable, str(script), str(src), state, out], cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 300
-    while _rows(state) < 2 and p.poll() is None and time.monotonic() < deadline:  # root + 1 candidate
+    # the root's evaluation is stored: the search is now evaluating its first (slowed) candidates
+    while _rows(state) < 1 and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert p.poll() is None, p.communicate()[1][-2000:]
     p.send_signal(signal.SIGINT)
@@ -193,5 +207,6 @@ def test_ctrl_c_stops_cleanly_and_writes_the_best_so_far(tmp_path):
     assert p.returncode == 0, stderr[-2000:]
     assert "interrupted" in stdout
     summary = json.load(open(os.path.join(out, "rowsum.search.json")))
-    assert "interrupted" in summary["stopped"] and summary["evaluations"] >= 1
+    assert "interrupted" in summary["stopped"]
+    assert _rows(state) >= 1  # the finished evaluations are kept for --resume
     assert Program.from_text(open(os.path.join(out, "rowsum.best.leir")).read()).ok

@@ -63,6 +63,8 @@ def _test_hook() -> None:
     if hook == "hang":
         while True:
             time.sleep(3600)
+    if hook.startswith("sleep:"):  # a slow kernel: keeps a long command running for signal tests
+        time.sleep(float(hook.split(":", 1)[1]))
     if hook == "alloc":
         hog = []
         while True:
