@@ -30,8 +30,9 @@ imported while the parent is still preparing the first request. Threads: the par
 ``TVM_NUM_THREADS``; the count the runtime reports is returned.
 
 Environment hooks: ``LEIRC_WORKER_TEST_HOOK`` (test suite only) set to ``abort``,
-``segfault``, ``hang`` or ``alloc`` makes the worker call ``os.abort()``, raise SIGSEGV,
-sleep forever, or allocate memory until it fails, right before each kernel call;
+``segfault``, ``hang``, ``sleep:SECONDS`` or ``alloc`` makes the worker call ``os.abort()``, raise
+SIGSEGV, sleep forever, sleep that long, or allocate memory until it fails, right before each
+kernel call;
 ``mutate`` changes the first element of the first input after each run.
 ``LEIRC_WORKER_BUILD_LOG=PATH`` appends one line per build to PATH (used by the tests and
 ``benchmarks/bench_evaluate.py`` to count builds).
