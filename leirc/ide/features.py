@@ -648,9 +648,8 @@ def trace_completions(text: str, line: int, col: int) -> list[Completion]:
     off = sum(len(ln) + 1 for ln in lines[:line - 1]) + col - 1
     before = text[:off]
     strategies = _strategies()
-    m = None
-    for m in _STRATEGY_KEY.finditer(before):
-        pass
+    # the last "strategy" key before the cursor names the step the cursor is in
+    m = next(reversed(list(_STRATEGY_KEY.finditer(before))), None)
     in_args = m is not None and re.search(r'"args"\s*:\s*\{[^{}]*$', before[m.end():]) is not None
     if in_args and m.group(1) in strategies:
         return [Completion(a.name, "property", a.kind, documentation=a.help if hasattr(a, "help") else "")
