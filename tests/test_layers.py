@@ -13,6 +13,8 @@ its own layer and the layers below it):
     verify
     frontend
     engine
+    llm (the OpenAI-compatible client, its prompt cache, the prompt templates)
+    search
     driver
     cli, ide (clients; the language server in lsp/ wraps ide)
 """
@@ -35,6 +37,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("leirc.verify",),
     ("leirc.frontend",),
     ("leirc.engine",),
+    # the LLM client and the prompts (shared by the search's LLM proposers and the dataset)
+    ("leirc.llm",),
     # the search sits below the driver: ``-O search`` is one of its optimizers
     ("leirc.search",),
     ("leirc.driver",),

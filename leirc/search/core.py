@@ -63,6 +63,9 @@ class SearchOptions:
     state: Optional[str] = None  # search state file (resume); None: not kept
     resume: bool = False
     cache_dir: Optional[str] = None  # the Evaluator's content-addressed cache
+    # the LLM proposers' endpoint and models (a leirc.llm.LLMConfig; it names the API key's
+    # environment variable, never holds the key)
+    llm: Optional[object] = None
 
     def __post_init__(self):
         if self.algo not in ALGORITHMS:
@@ -78,8 +81,9 @@ class SearchOptions:
     def config(self) -> dict:
         """What decides the trajectory (compared on --resume; budgets may grow)."""
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("budget", "time_limit", "resume", "state", "memory", "cache_dir", "workers")} | {
-            "proposers": list(self.proposers), "strategies": None if self.strategies is None else list(self.strategies)}
+                if k not in ("budget", "time_limit", "resume", "state", "memory", "cache_dir", "workers", "llm")} | {
+            "proposers": list(self.proposers), "strategies": None if self.strategies is None else list(self.strategies),
+            "llm": None if self.llm is None else self.llm.to_json()}
 
 
 @dataclass(eq=False)
@@ -162,6 +166,8 @@ class SearchResult:
     seed: int
     options: SearchOptions
     warnings: list = field(default_factory=list)
+    # per proposer that keeps statistics (the LLM proposers: calls, tokens, rejected answers by reason)
+    proposer_stats: dict = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -196,7 +202,7 @@ class SearchResult:
                 "stopped": self.stopped, "root_ms": self.root.ms, "best_ms": self.best.ms, "speedup": self.speedup,
                 "best_fingerprint": self.best.fingerprint, "steps": [s.to_json() for s in self.best.steps],
                 "trajectory": self.trajectory(), "history": [list(h) for h in self.history],
-                "warnings": list(self.warnings),
+                "warnings": list(self.warnings), "proposer_stats": self.proposer_stats,
                 "candidates": [{"id": n.id, "parent": n.parent.id if n.parent else None,
                                 "step": str(n.step) if n.step else None, "ok": n.ok,
                                 "error_kind": n.evaluation.error_kind if n.evaluation else None,
@@ -276,10 +282,15 @@ class Search:
                 parts.append(HTAMProposer(self.memory, menu, temperature=o.temperature))
             elif name == "o1":
                 parts.append(PipelineProposer(o.target, menu))
+            elif name == "llm":
+                from .llm_proposers import build_llm_proposer
+
+                parts.append(build_llm_proposer(o, self.memory, menu, log=self.log))
             else:
                 parts.append(menu)
         # reuse first: a replay that won elsewhere is the cheapest good guess
-        parts.sort(key=lambda p: {"reuse": 0, "o1": 1, "htam": 2, "menu": 3}[p.name])
+        parts.sort(key=lambda p: {"reuse": 0, "o1": 1, "llm": 2, "htam": 3, "menu": 4}.get(p.name, 2))
+        self._parts = parts
         return parts[0] if len(parts) == 1 else CombinedProposer(parts)
 
     def _node(self, program, parent, step, proposal, numerics) -> Node:
@@ -426,14 +437,26 @@ class Search:
                 self._bar.close()
             if self._own_evaluator:
                 self.evaluator.close()
+            stats = self._proposer_stats()
         res = SearchResult(self.root, self.best(), self.nodes, self.history, self.evaluations, self.fresh,
-                           time.monotonic() - self._t0, self.stopped, self.options.seed, self.options, self.warnings)
+                           time.monotonic() - self._t0, self.stopped, self.options.seed, self.options, self.warnings,
+                           stats)
         if self.store is not None:
             self.store.put(status="done" if "interrupted" not in self.stopped else "interrupted",
                            result={"best": res.best.fingerprint, "speedup": res.speedup,
                                    "steps": [s.to_json() for s in res.steps]})
         self._remember(res)
         return res
+
+    def _proposer_stats(self) -> dict:
+        """Statistics of the proposers that keep them (and closes those that hold a client)."""
+        out = {}
+        for p in getattr(self, "_parts", None) or [self.proposer]:
+            if hasattr(p, "stats"):
+                out[p.name] = p.stats()
+            if hasattr(p, "close"):
+                p.close()
+        return out
 
     def _evaluate_root(self) -> None:
         r = self.root
