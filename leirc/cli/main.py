@@ -36,6 +36,7 @@ COMMANDS = [
     "apply",
     "simplify",
     "memory",
+    "suggest",
     "dataset",
     "lsp",
 ]

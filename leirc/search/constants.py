@@ -2,3 +2,7 @@
 
 ALGORITHMS = ("beam", "greedy", "bfs", "dfs", "mcts", "chain")
 PROPOSERS = ("menu", "htam", "reuse", "o1", "llm")
+#: what -O search uses when --proposer is not given (llm joins them when an endpoint is named)
+DEFAULT_PROPOSERS = ("menu", "htam", "reuse", "o1")
+#: the LLM proposers (leirc.search.llm_proposers): Step-TP single step, Autocomp plan->implement, HTAM + LLM
+LLM_MODES = ("steptp", "autocomp", "htam")

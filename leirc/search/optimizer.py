@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
-from .constants import ALGORITHMS, PROPOSERS
+from .constants import ALGORITHMS, DEFAULT_PROPOSERS, LLM_MODES, PROPOSERS
 
 # the search machinery (engine, evaluator, verifier) is imported when a search runs, not when
 # the CLI adds its flags
@@ -46,9 +46,10 @@ def add_search_arguments(p) -> None:
                    help="candidate evaluations (default: 32 unless --time-budget is given)")
     g.add_argument("--time-budget", default=None, metavar="DURATION",
                    help="wall-clock budget for evaluations, e.g. 60s, 5m")
-    g.add_argument("--proposer", default="menu,htam,reuse,o1", metavar="LIST",
-                   help=f"comma-separated proposers among {', '.join(PROPOSERS)} (default: all; o1 = the -O1 "
-                        "pipeline as one first candidate)")
+    g.add_argument("--proposer", default=None, metavar="LIST",
+                   help=f"comma-separated proposers among {', '.join(PROPOSERS)} (default: {','.join(DEFAULT_PROPOSERS)}"
+                        ", plus llm when an endpoint is given; o1 = the -O1 pipeline as one first candidate; llm = "
+                        "a model on an OpenAI-compatible endpoint, see --llm-*)")
     g.add_argument("--seed", type=int, default=0, help="seed of the search's random choices (recorded; default 0)")
     g.add_argument("--resume", action="store_true", help="continue the search recorded in the state file")
     g.add_argument("--search-state", default=None, metavar="FILE",
@@ -68,7 +69,60 @@ def add_search_arguments(p) -> None:
     g.add_argument("--allow-approximate", action="store_true",
                    help="also propose rewrites that are not equal in the reals (verified within tolerance)")
     g.add_argument("--json", action="store_true", help="print the search summary as JSON on standard output")
+    add_llm_arguments(p)
 
+
+def add_llm_arguments(p) -> None:
+    """The flags that name an OpenAI-compatible endpoint (``-O search --proposer llm``,
+    ``leirc suggest``). Values given here override those of ``--llm-config FILE``."""
+    g = p.add_argument_group("LLM proposer (an OpenAI-compatible endpoint: vLLM, Ollama, llama.cpp, a hosted API)")
+    g.add_argument("--llm-config", default=None, metavar="FILE",
+                   help="TOML or JSON file with the fields below (base_url, models, weights, key_env, mode, ...)")
+    g.add_argument("--llm-base-url", default=None, metavar="URL", help="e.g. http://localhost:8000/v1")
+    g.add_argument("--llm-model", default=None, metavar="M[,M2]",
+                   help="model name; several (comma-separated) share the work as an ensemble")
+    g.add_argument("--llm-weights", default=None, metavar="W[,W2]",
+                   help="ensemble weights, one per model (default: round-robin)")
+    g.add_argument("--llm-key-env", default=None, metavar="VAR",
+                   help="name of the environment variable that holds the API key (the key itself is never "
+                        "logged, traced or cached)")
+    g.add_argument("--llm-mode", default=None, choices=LLM_MODES,
+                   help="steptp = Step-TP single step (default); autocomp = plan then implement; htam = the memory "
+                        "picks the direction, the model ranks the strategies inside it")
+    g.add_argument("--llm-cache", default=None, metavar="FILE",
+                   help="prompt->response cache (SQLite; default ~/.cache/leirc/llm.sqlite; 'none': no cache)")
+    g.add_argument("--llm-offline", action="store_true",
+                   help="answer only from the cache (replays a recorded search without the endpoint)")
+    g.add_argument("--llm-timeout", type=float, default=None, metavar="S", help="seconds per request (default 60)")
+    g.add_argument("--llm-concurrency", type=int, default=None, metavar="N", help="requests in flight (default 4)")
+    g.add_argument("--llm-stream", action="store_true", help="use streaming responses")
+
+
+#: the --llm-* flags and the LLMConfig fields they set
+_LLM_FLAGS = {"llm_base_url": "base_url", "llm_model": "models", "llm_weights": "weights", "llm_key_env": "key_env",
+              "llm_mode": "mode", "llm_timeout": "timeout", "llm_concurrency": "concurrency"}
+
+
+def llm_config_from_args(ns, *, seed: int = 0):
+    """The :class:`leirc.llm.LLMConfig` the flags (and ``--llm-config``) describe, or None
+    when they name no endpoint. Raises ValueError with a message for bad values."""
+    given = {field: getattr(ns, flag) for flag, field in _LLM_FLAGS.items() if getattr(ns, flag, None) is not None}
+    if getattr(ns, "llm_stream", False):
+        given["stream"] = True
+    if getattr(ns, "llm_offline", False):
+        given["offline"] = True
+    file = getattr(ns, "llm_config", None)
+    if not given and not file:
+        return None
+    cache = getattr(ns, "llm_cache", None)
+    given["cache"] = None if (cache or "").lower() == "none" else (cache or os.path.join(default_dir(), "llm.sqlite"))
+    given.setdefault("seed", seed)
+    from ..llm import LLMError, config_from
+
+    try:
+        return config_from(given, file)
+    except LLMError as e:
+        raise ValueError(str(e)) from None
 
 def search_options_from_args(ns, *, target: Optional[str] = None, threads: Optional[int] = None):
     """:class:`SearchOptions` from a namespace parsed with :func:`add_search_arguments`.
@@ -83,8 +137,17 @@ def search_options_from_args(ns, *, target: Optional[str] = None, threads: Optio
     memory = None if (mem or "").lower() == "none" else (mem or os.path.join(default_dir(), "memory.sqlite"))
     cache = ns.eval_cache
     cache_dir = None if (cache or "").lower() == "none" else (cache or default_dir())
+    llm = llm_config_from_args(ns, seed=ns.seed)
+    if ns.proposer is None:
+        proposers = DEFAULT_PROPOSERS + (("llm",) if llm is not None else ())
+    else:
+        proposers = tuple(p.strip() for p in ns.proposer.split(",") if p.strip())
+    if "llm" in proposers and llm is None:
+        raise ValueError("--proposer llm needs an endpoint: --llm-base-url URL --llm-model M (or --llm-config FILE)")
+    if llm is not None and "llm" not in proposers:
+        raise ValueError("--llm-* options name an endpoint but --proposer does not include llm")
     return SearchOptions(algo=ns.algo, budget=budget, time_limit=tl,
-                         proposers=tuple(p.strip() for p in ns.proposer.split(",") if p.strip()), seed=ns.seed,
+                         proposers=proposers, seed=ns.seed, llm=llm,
                          target=target or getattr(ns, "target", "llvm") or "llvm",
                          threads=threads or getattr(ns, "threads", 2) or 2, workers=ns.workers,
                          beam_width=ns.beam_width, branch=ns.branch, keep=ns.dropout, temperature=ns.temperature,
@@ -183,5 +246,5 @@ def optimizer_from_args(ns, *, target: str = "llvm", threads: int = 2, out_dir: 
                            json_out=sys.stdout if getattr(ns, "json", False) else None, outputs=("json", "html"))
 
 
-__all__ = ["SearchOptimizer", "SearchOptimized", "add_search_arguments", "search_options_from_args", "parse_duration",
+__all__ = ["SearchOptimizer", "SearchOptimized", "add_search_arguments", "add_llm_arguments", "llm_config_from_args", "search_options_from_args", "parse_duration",
            "optimizer_from_args"]
