@@ -6,4 +6,5 @@ from . import loops  # noqa: F401
 from . import math_expr  # noqa: F401
 from . import math_loops  # noqa: F401
 from . import memory  # noqa: F401
+from . import program  # noqa: F401
 from . import schedule  # noqa: F401
