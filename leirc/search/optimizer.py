@@ -120,9 +120,14 @@ def llm_config_from_args(ns, *, seed: int = 0):
     from ..llm import LLMError, config_from
 
     try:
-        return config_from(given, file)
+        config = config_from(given, file)
     except LLMError as e:
         raise ValueError(str(e)) from None
+    # refused before any work: a search must not evaluate its root and then find it cannot ask
+    if config.key_env and not config.offline and not os.environ.get(config.key_env):
+        raise ValueError(f"the environment variable {config.key_env} (--llm-key-env) is not set: export it with "
+                         "the API key")
+    return config
 
 def search_options_from_args(ns, *, target: Optional[str] = None, threads: Optional[int] = None):
     """:class:`SearchOptions` from a namespace parsed with :func:`add_search_arguments`.
