@@ -422,7 +422,10 @@ def main(argv=None) -> int:
         for d in p.diagnostics:
             print(render_diagnostic(d, p.source), file=sys.stderr)
         return 1
-    for m in steptp_messages(p, target=ns.target, k=ns.k):
+    # what -O search's menu offers on the target (leirc.search.proposers.MenuProposer's default)
+    skip = "loop_parallelization" if ns.target.startswith("cuda") else "loop_binding"
+    names = [s.name for s in all_strategies() if s.numerics != "approximate" and s.name not in (skip, PROGRAM_STRATEGY)]
+    for m in steptp_messages(p, target=ns.target, k=ns.k, strategies=names):
         print(f"--- {m['role']} ---\n{m['content']}")
     return 0
 
