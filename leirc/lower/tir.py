@@ -48,12 +48,23 @@ CUDA kernels (TVM pitfall P10: code outside thread bindings would run on the hos
     * where threads of a block may exchange data between consecutive items (some launched
       thread axis is not bound at that level), a ``__syncthreads()`` separates them, also
       at the end of each sequential loop body at that level;
-    * a kernel containing a reduction (or other carried dependence) over a ``B``-bound
-      index -- the checker allows cross-thread reductions -- or whose statements do not
-      all lie under the same block-bound loops (blocks cannot synchronize within a kernel)
-      is **serialized**: it runs as a single-thread launch with its ``B`` loops as serial
-      loops (correct, slow; warning W051). Faster cross-thread reductions are left to
-      optimization levels above -O0.
+    * a **cross-thread reduction** (docs/language.md §7: a reduction whose reduction loops
+      include ``B`` loops over thread axes) of the form
+      ``... B^{T}_{tx=0} [B ...] L^{R}_{r=0} ... [ X_{s} = X_{s} op e; ]`` -- the
+      statement's outermost reduction loop is thread-bound and starts a perfect nest of
+      thread-bound loops followed by serial (``L``/``U``) reduction loops only, every axis the
+      kernel launches is bound around it, ``op`` is ``+ - * max min`` and the dtype one of
+      :data:`ALLREDUCE_DTYPES` -- is lowered through TVM's thread allreduce: each thread
+      folds its serial iterations into a ``local`` scalar, ``tvm_thread_allreduce`` combines
+      the scalars of the reduction threads (``LowerThreadAllreduce``: warp shuffles, then
+      shared memory; spatial thread loops among them reduce their own elements), and thread
+      0 stores the element (no init nest: the stored value is final). Only the order of the
+      combination changes (exact in reals; bitwise for ``max``/``min``);
+    * a kernel containing any other reduction (or carried dependence) over a ``B``-bound
+      index -- across a block axis, a thread loop inside a serial reduction loop, ... -- or
+      whose statements do not all lie under the same block-bound loops (blocks cannot
+      synchronize within a kernel) is **serialized**: it runs as a single-thread launch
+      with its ``B`` loops as serial loops (correct, slow; warning W051, which says why).
 
 Memory scopes and allocation placement
     Intermediates (checker role ``"intermediate"``, full checker shape) are allocated with
@@ -197,6 +208,9 @@ class Kernel:
     axes: dict = field(default_factory=dict)  # "threadIdx.x" -> launched extent
     reason: Optional[A.Span] = None  # what forced serialization
     why: str = ""
+    #: cross-thread reductions lowered through TVM's thread allreduce, by ``id`` of the
+    #: prep loop where each starts (its outermost reduction loop)
+    allreduce: dict = field(default_factory=dict)
 
     @property
     def thread_axes(self) -> set:
@@ -239,17 +253,102 @@ def partition(nodes: list) -> list:
         else:
             run.append(n)
     flush()
+    # a reduction lowered through the thread allreduce stores final values: the init nest
+    # that prep put before its (kernel-root) reduction loop would be a launch of its own
+    planned = {id(p.store.info) for k in out if isinstance(k, Kernel) for p in k.allreduce.values()}
+    if planned:
+        for k in out:
+            if isinstance(k, Kernel) and k.wrapper:
+                k.items = [n for n in k.items if _init_info(n) is None or id(_init_info(n)) not in planned]
+        out = [k for k in out if not (isinstance(k, Kernel) and k.wrapper and not k.items)]
     return out
 
 
+@dataclass(eq=False)
+class AllReduce:
+    """A reduction across thread-bound loops, lowered through ``tvm_thread_allreduce``.
+
+    ``threads`` are the perfectly nested ``B`` loops over thread axes that start at the
+    statement's outermost reduction loop; ``reduce`` are those of them that are reduction
+    loops (the others are spatial: each of their threads reduces its own element). Inside
+    ``threads`` every loop is a serial (``L``/``U``) reduction loop around the statement alone,
+    so every thread folds its share into one private scalar, and one allreduce over the
+    ``reduce`` threads combines the partial results (warp shuffles, then shared memory)."""
+
+    store: P.Store
+    threads: list  # prep B loops, outermost first
+    reduce: list  # the subset of ``threads`` whose index is a reduction index
+
+    @property
+    def start(self) -> P.Loop:
+        return self.threads[0]
+
+
+#: dtypes whose partial results TVM's allreduce moves through warp shuffles
+ALLREDUCE_DTYPES = ("f32", "f64", "i32", "i64", "u32", "u64")
+
+
+def _path_to(nodes, target) -> Optional[list]:
+    """Prep loops enclosing ``target``, outermost first (None when it is not under ``nodes``)."""
+    for n in nodes:
+        if n is target:
+            return []
+        if isinstance(n, P.Loop):
+            sub = _path_to(n.body, target)
+            if sub is not None:
+                return [n] + sub
+    return None
+
+
+def _allreduce_plan(root: P.Loop, st: P.Store, axes: dict):
+    """(AllReduce, None) when ``st`` -- a statement that reduces across a ``B`` loop -- has
+    the form the thread allreduce lowers (class docstring), else (None, why)."""
+    si = st.info
+    if si.kind != "reduce":
+        return None, f"it carries a dependence across a bound (B) loop in a {si.kind}, not a reduction"
+    if si.op not in ("+", "-", "*", "max", "min"):
+        return None, f"its '{si.op}' reduction has no cross-thread form"
+    if st.target.dtype not in ALLREDUCE_DTYPES:
+        return None, f"cross-thread reductions of {st.target.dtype} are not lowered (only {', '.join(ALLREDUCE_DTYPES)})"
+    red = set(si.reduce_vars)
+    chain = _path_to([root], st) or []
+    for l in chain:
+        if l.kind == "B" and l.var in red and not axis_tag(l.var).startswith("thread"):
+            return None, f"it reduces across the block-bound loop '{l.var}', and blocks cannot combine results"
+    k = next((i for i, l in enumerate(chain) if l.src is si.init_loop and not l.synthetic), None)
+    if k is None:
+        return None, (f"its outermost reduction loop '{si.init_loop.var}' is a host loop around the kernel"
+                      if si.init_loop is not None else "it has no reduction loop in this kernel")
+    below = chain[k:]
+    for outer, inner in zip(below, below[1:] + [st]):
+        if outer.body != [inner]:
+            return None, f"loop '{outer.var}' holds more than the reduction (a cross-thread reduction must be a perfect nest)"
+    t = 0
+    while t < len(below) and below[t].kind == "B" and axis_tag(below[t].var).startswith("thread"):
+        t += 1
+    if t == 0:
+        return None, (f"its outermost reduction loop '{below[0].var}' is not thread-bound "
+                      "(bind it, or move the thread loop outwards)")
+    for l in below[t:]:
+        if l.kind not in ("L", "U") or l.var not in red:
+            return None, (f"loop '{l.var}' inside the thread loops is {'spatial' if l.var not in red else l.kind}; "
+                          "only serial reduction loops may run inside a thread")
+    bound = {axis_tag(l.var) for l in chain if l.kind == "B"}
+    missing = sorted(a for a, e in axes.items() if e > 1 and a not in bound)
+    if missing:
+        return None, f"the kernel launches {', '.join(missing)}, which does not enclose the reduction"
+    threads = below[:t]
+    return AllReduce(st, threads, [l for l in threads if l.var in red]), None
+
+
 def _kernel_for(root: P.Loop) -> Kernel:
+    crossing = []
     for st in P.walk([root]):
         if isinstance(st, P.Store) and not st.init:
             si = st.info
             dep = set(si.reduce_vars) | set(si.carried) if si.kind != "assign" else set()
             if any(l.kind == "B" and l.var in dep for l in si.loops):
-                return Kernel([root], wrapper=True, serialized=True, reason=st.span,
-                              why="it reduces across a bound (B) loop; -O0 has no cross-thread reduction")
+                crossing.append(st)
     # blocks cannot synchronize: every statement must lie under the same block-bound loops
     chains = set()
 
@@ -262,15 +361,31 @@ def _kernel_for(root: P.Loop) -> Kernel:
             chains.add(chain)
 
     rec(root, ())
-    if len(chains) > 1:
-        return Kernel([root], wrapper=True, serialized=True, reason=root.span,
-                      why="its statements lie under different block-bound loops, and blocks cannot synchronize")
     axes: dict = {}
     for n in P.walk([root]):
         if isinstance(n, P.Loop) and n.kind == "B":
             tag = axis_tag(n.var)
             axes[tag] = max(axes.get(tag, 0), n.extent)
-    return Kernel([root], wrapper=False, axes=axes)
+    plans: dict = {}
+    for st in crossing:
+        plan, why = _allreduce_plan(root, st, axes)
+        if plan is None:
+            return Kernel([root], wrapper=True, serialized=True, reason=st.span,
+                          why=why + "; -O0 lowers only that form of cross-thread reduction")
+        plans[id(plan.start)] = plan
+    if len(chains) > 1:
+        return Kernel([root], wrapper=True, serialized=True, reason=root.span,
+                      why="its statements lie under different block-bound loops, and blocks cannot synchronize")
+    return Kernel([root], wrapper=False, axes=axes, allreduce=plans)
+
+
+def _init_info(node):
+    """The StmtInfo whose reduction init nest ``node`` is (else None)."""
+    while isinstance(node, P.Loop) and node.synthetic and len(node.body) == 1:
+        node = node.body[0]
+    if isinstance(node, P.Store) and node.init:
+        return node.info
+    return None
 
 
 def _host_loops(segs) -> list:
@@ -326,6 +441,8 @@ class Lowerer:
         self.root_allocs: list = []
         self.cur_span: Optional[A.Span] = None
         self.poison = bool(poison_intermediates)
+        #: id(Store) -> local scalar that stands for its target (see :meth:`_emit_allreduce`)
+        self.redirect: dict = {}
 
     # -- driver ----------------------------------------------------------------
     def lower(self):
@@ -597,13 +714,86 @@ class Lowerer:
 
     def _emit_nodes(self, nodes, ctx: _Ctx):
         barriers = self._needs_barriers(ctx)
+        planned = {id(p.store.info) for p in ctx.kernel.allreduce.values()} if ctx.kernel is not None else set()
+        if planned:
+            # an allreduce stores each element's final value: its init nest is not needed
+            nodes = [n for n in nodes if _init_info(n) is None or id(_init_info(n)) not in planned]
         for i, n in enumerate(nodes):
             if barriers and i > 0:
                 self._barrier()
             if isinstance(n, P.Loop):
-                self._emit_loop(n, ctx)
+                if ctx.kernel is not None and id(n) in ctx.kernel.allreduce:
+                    self._emit_allreduce(ctx.kernel.allreduce[id(n)], ctx)
+                else:
+                    self._emit_loop(n, ctx)
             else:
                 self._emit_store(n, ctx)
+
+    def _emit_allreduce(self, plan: AllReduce, ctx: _Ctx):
+        """A cross-thread reduction (:class:`AllReduce`): each thread folds its iterations
+        of the serial loops into a ``local`` scalar starting from the identity (the
+        statement with its self-reads redirected to the scalar), then one
+        ``tvm_thread_allreduce`` over the reduction threads combines the scalars (TVM's
+        ``LowerThreadAllreduce``: warp shuffles, then shared memory across warps) and
+        thread 0 of the reduction threads stores the element. Guards of threads beyond a
+        loop's extent become the allreduce's condition (such threads contribute the
+        identity): the allreduce synchronizes the block, so every thread must reach it."""
+        T, tirx = self.T, self.tvm.tirx
+        st = plan.store
+        dt = st.target.dtype
+        tv = DTYPES[dt]
+        loops = plan.threads
+        raw: dict = {}
+
+        def open_frames(i: int, c: _Ctx):
+            if i < len(loops):
+                lp = loops[i]
+                self.cur_span = lp.span
+                frame, fields, guard_extent = self._loop_frame(lp, c)
+                with frame as v:
+                    self.IRB.name(lp.var, v)
+                    raw[lp.var] = v
+                    env = dict(c.env)
+                    env[lp.var] = v + lp.start if lp.start else v
+                    conds = c.conds + ((v < guard_extent,) if guard_extent is not None else ())
+                    inner = replace(c, env=env, conds=conds, **fields)
+                    self._emit_site_allocs(lp)
+                    self._emit_private_allocs(lp, inner)
+                    open_frames(i + 1, inner)
+                return
+            self.cur_span = st.span
+            acc = T.alloc_buffer((1,), tv, scope="local")
+            self.IRB.name(f"{st.target.name}_part", acc)
+            T.buffer_store(acc, self._identity(st.info.op, dt), [0])
+            self.redirect[id(st)] = acc
+            try:
+                self._emit_nodes(loops[-1].body, c)
+            finally:
+                del self.redirect[id(st)]
+            self.cur_span = st.span
+            res = T.alloc_buffer((1,), tv, scope="local")
+            self.IRB.name(f"{st.target.name}_red", res)
+            x, y = tirx.Var("x", tv), tirx.Var("y", tv)
+            comb = _ExprLowerer(self, c.env, dt, st).combine(st.info.op, x, y, dt)
+            reducer = tirx.CommReducer([x], [y], [comb], [self._identity(st.info.op, dt)])
+            cond = None
+            for g in c.conds:
+                cond = g if cond is None else tirx.And(cond, g)
+            if cond is None:
+                cond = tirx.const(True, "bool")
+            with T.attr(reducer, "reduce_scope", tirx.reinterpret("handle", tirx.const(0, "uint64"))):
+                T.evaluate(tirx.call_intrin("void", "tirx.tvm_thread_allreduce", tirx.const(1, "uint32"), acc[0],
+                                            cond, res[0], *[raw[l.var] for l in plan.reduce]))
+            indices = [_ExprLowerer(self, c.env, dt, st).index(i) for i in st.target.indices]
+            first = [raw[l.var] == 0 for l in plan.reduce]
+            self._guarded_store(self.bufs[st.target.name], res[0], indices, list(c.conds) + first, [], c.kernel)
+
+        try:
+            open_frames(0, ctx)
+        except LowerFailure:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise LowerFailure(tvm_message(e), self.cur_span or st.span) from None
 
     def _loop_frame(self, lp: P.Loop, ctx: _Ctx):
         """(frame, new ctx fields, extra guard) for a loop."""
@@ -677,6 +867,8 @@ class Lowerer:
         except Exception as e:  # noqa: BLE001
             raise LowerFailure(tvm_message(e), self.cur_span or st.span) from None
         buf = self.bufs[tgt.name]
+        if id(st) in self.redirect:  # a thread's partial result of a cross-thread reduction
+            buf, indices = self.redirect[id(st)], [0]
         conds = list(ctx.conds)
         self._guarded_store(buf, value, indices, conds, self._unbound_axes(ctx), ctx.kernel)
 
@@ -865,6 +1057,9 @@ class _ExprLowerer:
         st = self.st
         if st.self_identity and acc.name == st.target.name and acc.indices == st.target.indices:
             return self.low._identity(st.info.op, acc.dtype)
+        part = self.low.redirect.get(id(st))
+        if part is not None and acc.name == st.target.name and acc.indices == st.target.indices:
+            return self.tirx.BufferLoad(part, [self.tirx.const(0, "int32")])
         buf = self.low.bufs.get(acc.name)
         if buf is None:
             raise LowerFailure(f"tensor '{acc.name}' has no buffer", acc.span)
@@ -948,8 +1143,11 @@ class _ExprLowerer:
         """``v`` for use in several places: leaves as they are, anything else bound once
         by a ``Let`` (recorded in ``lets``; see :meth:`_with_lets`)."""
         tirx = self.tirx
-        # (a load is a leaf too: LLVM/nvcc merge repeated loads of one address)
-        if isinstance(v, (tirx.Var, tirx.IntImm, tirx.FloatImm)) or type(v).__name__ in ("BufferLoad", "TensorLoad"):
+        # (a load is a leaf too: LLVM/nvcc merge repeated loads of one address; a constant
+        # such as ``f32(0)`` stays visible, so its NaN test folds instead of becoming a
+        # CUDA bit cast of a literal, which has no address)
+        if (isinstance(v, (tirx.Var, tirx.IntImm, tirx.FloatImm)) or type(v).__name__ in ("BufferLoad", "TensorLoad")
+                or _tir_constant(v)):
             return v
         var = tirx.Var(f"nan_op{len(lets)}", dtype)
         lets.append((var, v))
@@ -1035,6 +1233,12 @@ class _ExprLowerer:
         pick_b = tirx.GT(b, a) if f == "max" else tirx.LT(b, a)
         r = tirx.Select(self.isnan(b, comp), self._quiet_nan(comp), tirx.Select(pick_b, b, a))
         return self._with_lets(r, lets)
+
+    def combine(self, op: str, x, y, comp: str):
+        """Two partial results of an ``op`` reduction combined (``-`` partials are sums)."""
+        if op in ("max", "min"):
+            return self.minmax(op, x, y, comp)
+        return self.arith("*" if op == "*" else "+", x, y, comp)
 
     def _quiet_nan(self, comp: str):
         # from its bits: TVM's CUDA code has no spelling for a NaN float literal
