@@ -14,6 +14,11 @@ Comments are trivia: a lexer callback collects them and :func:`_attach_comments`
 each one on the nearest item (see :class:`leirc.lang.ast.Comment`); they never take part
 in equality.
 
+Speed: :func:`parse` first tries the hand-written parser of :mod:`leirc.lang.fastparse`,
+which builds the same AST (spans, comments and diagnostics included) several times faster
+and hands every syntax error, and anything it is unsure of, to Lark. ``LEIRC_PARSER=lark``
+in the environment (or ``parse(..., parser="lark")``) uses Lark alone.
+
 Recovery: when a file of several ``\\kernel`` definitions has a syntax error, each
 kernel is parsed on its own. :attr:`ParseResult.module` stays ``None`` (every caller
 that treats that as failure keeps working) while :attr:`ParseResult.partial` holds the
@@ -23,8 +28,7 @@ kernel.
 
 from __future__ import annotations
 
-import difflib
-import math
+import os
 import re
 import threading
 from dataclasses import dataclass, replace
@@ -38,14 +42,12 @@ from lark.visitors import Transformer
 
 from . import ast as A
 from .diagnostics import Diagnostic, error
+from .fastparse import (CMP_SPELLINGS, LOGIC_SPELLINGS, MAX_CHAIN, MAX_DEPTH, MUL_SPELLINGS, ast_depth_diagnostic,
+                        check_dtype, check_scope, dimension_diagnostic, duplicate_params, extent_diagnostic,
+                        header_parts, make_call, number_literal, parse_fast)
 
-#: deepest expression/loop nesting accepted; keeps every recursive client (printer,
-#: checker, lowering) far from Python's recursion limit.
-MAX_DEPTH = 150
-#: most operands of one flat ``+ -``, ``* / // %``, ``&`` or ``|`` chain. Chains are
-#: left-deep in the AST, so clients that recurse on ``lhs`` meet this depth; it is far
-#: above any real program (the longest generated sum in the corpus has < 100 terms).
-MAX_CHAIN = 4096
+#: the parsers :func:`parse` can use: the fast one (with Lark for syntax errors) or Lark alone
+PARSERS = ("fast", "lark")
 
 
 def grammar_path() -> Path:
@@ -105,15 +107,9 @@ def _flatten(items: Iterable) -> tuple:
     return tuple(out)
 
 
-_HEADER_RE = re.compile(
-    r"([LPVUB])\s*(?:\^\{\s*(\d+)\s*\}\s*_\{\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(-?)\s*(\d+)\s*\}"
-    r"|_\{\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(-?)\s*(\d+)\s*\}\s*\^\{\s*(\d+)\s*\})"
-)
-
-_CMP = {"\\le": "<=", "\\leq": "<=", "\\ge": ">=", "\\geq": ">=", "\\ne": "!=", "\\neq": "!=",
-        "\\lt": "<", "\\gt": ">"}
-_LOGIC = {"&&": "&", "\\land": "&", "\\wedge": "&", "||": "|", "\\lor": "|", "\\vee": "|"}
-_MUL = {"\\cdot": "*", "\\times": "*"}
+_CMP = CMP_SPELLINGS
+_LOGIC = LOGIC_SPELLINGS
+_MUL = MUL_SPELLINGS
 
 
 @v_args(meta=True)
@@ -138,11 +134,7 @@ class _Builder(Transformer):
         name = str(ch[1])
         ins = ch[2] or ()
         outs = ch[3] or ()
-        seen: dict[str, A.Param] = {}
-        for p in tuple(ins) + tuple(outs):
-            if p.name in seen:
-                self.diags.append(error("E010", f"parameter '{p.name}' is declared twice", p.span))
-            seen[p.name] = p
+        duplicate_params(tuple(ins) + tuple(outs), self.diags)
         return A.Kernel(name, tuple(ins), tuple(outs), _flatten(ch[4:]), True, span=_span_of(meta))
 
     def params(self, meta, ch):
@@ -150,15 +142,16 @@ class _Builder(Transformer):
 
     def param(self, meta, ch):
         name, dtype = str(ch[0]), str(ch[1])
-        self._check_dtype(dtype, _span_of(ch[1]))
+        check_dtype(dtype, _span_of(ch[1]), self.diags)
         shape = ch[2] if len(ch) > 2 else ()
         return A.Param(name, dtype, shape, span=_span_of(meta))
 
     def shape(self, meta, ch):
         dims = tuple(int(t) for t in ch if t is not None)
         for t in ch:
-            if t is not None and int(t) > 2**31 - 1:
-                self.diags.append(error("E006", f"dimension {t} exceeds 2^31-1", _span_of(t)))
+            d = dimension_diagnostic(str(t), _span_of(t)) if t is not None else None
+            if d is not None:
+                self.diags.append(d)
         return dims
 
     # -- items ---------------------------------------------------------------
@@ -167,16 +160,13 @@ class _Builder(Transformer):
         body = _flatten(c for c in ch if not (isinstance(c, Token) and c.type == "HEADER"))
         end_span = _span_of(meta)
         for tok in reversed(headers):
-            m = _HEADER_RE.fullmatch(str(tok))
-            if m.group(2) is not None:
-                kind, extent, var, neg, start = m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)
-            else:
-                kind, var, neg, start, extent = m.group(1), m.group(6), m.group(7), m.group(8), m.group(9)
+            kind, extent, var, start = header_parts(str(tok))
             hs = _span_of(tok)
-            if int(extent) > 2**31 - 1:
-                self.diags.append(error("E006", f"loop extent {extent} exceeds 2^31-1", hs))
+            d = extent_diagnostic(extent, hs)
+            if d is not None:
+                self.diags.append(d)
             span = A.Span(hs.line, hs.col, end_span.end_line, end_span.end_col, hs.start, end_span.end) if end_span else hs
-            body = (A.Loop(kind, int(extent), var, -int(start) if neg else int(start), body, span=span),)
+            body = (A.Loop(kind, extent, var, start, body, span=span),)
         return body[0]
 
     def block(self, meta, ch):
@@ -211,20 +201,10 @@ class _Builder(Transformer):
 
     # -- expressions ---------------------------------------------------------
     def number(self, meta, ch):
-        text = str(ch[0])
-        span = _span_of(ch[0])
-        if re.fullmatch(r"\d+", text):
-            v: int | float = int(text)
-            if v > 2**63 - 1:
-                self.diags.append(error("E006", f"integer literal {text} does not fit in 64 bits", span))
-        else:
-            v = float(text)
-            if math.isinf(v):
-                self.diags.append(error("E006", f"float literal {text} overflows; write 'inf'", span))
-        return A.Const(v, span=span)
+        return number_literal(str(ch[0]), _span_of(ch[0]), self.diags)
 
     def inf(self, meta, ch):
-        return A.Const(math.inf, span=_span_of(ch[0]))
+        return A.Const(float("inf"), span=_span_of(ch[0]))
 
     def var(self, meta, ch):
         return A.Var(str(ch[0]), span=_span_of(ch[0]))
@@ -242,22 +222,12 @@ class _Builder(Transformer):
 
     def sup(self, meta, ch):
         dtype, scope = str(ch[0]), str(ch[1])
-        self._check_dtype(dtype, _span_of(ch[0]))
-        if scope not in A.SCOPES:
-            self.diags.append(error("E005", f"unknown memory scope '{scope}' (expected g, s or l)", _span_of(ch[1])))
+        check_dtype(dtype, _span_of(ch[0]), self.diags)
+        check_scope(scope, _span_of(ch[1]), self.diags)
         return ("sup", dtype, scope)
 
     def sub(self, meta, ch):
         return ("sub", tuple(c for c in ch if c is not None))
-
-    def _check_dtype(self, dtype: str, span):
-        if dtype in A.DTYPES:
-            return
-        if dtype in A.UNSUPPORTED_DTYPES:
-            self.diags.append(error("E011", f"dtype '{dtype}' is not supported by leirc", span))
-        else:
-            self.diags.append(error("E004", f"unknown dtype '{dtype}' (expected one of {', '.join(A.DTYPES)})", span,
-                                    notes=_dtype_hint(dtype)))
 
     def call(self, meta, ch):
         return self._call(str(ch[0]), tuple(ch[1:]), _span_of(meta), _span_of(ch[0]))
@@ -267,20 +237,7 @@ class _Builder(Transformer):
         return self._call(name, tuple(ch[1:]), _span_of(meta), _span_of(ch[0]))
 
     def _call(self, name, args, span, name_span):
-        name = A.INTRINSIC_ALIASES.get(name, name)
-        if name in A.INTRINSICS:
-            lo, hi = A.INTRINSICS[name]
-            if len(args) < lo or (hi is not None and len(args) > hi):
-                want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
-                self.diags.append(error("E008", f"{name}() takes {want} argument(s), got {len(args)}", span))
-        elif name in A.CAST_FUNCS:
-            if len(args) != 1:
-                self.diags.append(error("E008", f"cast {name}() takes 1 argument, got {len(args)}", span))
-        else:
-            known = ", ".join(sorted(A.INTRINSICS))
-            self.diags.append(error("E007", f"unknown function '{name}'", name_span,
-                                    notes=[f"intrinsics: {known}; casts: {', '.join(A.CAST_FUNCS)}"]))
-        return A.Call(name, args, span=span)
+        return make_call(name, args, span, name_span, self.diags)
 
     def paren(self, meta, ch):
         # parentheses leave no node (the printer puts back the ones precedence needs);
@@ -332,22 +289,6 @@ class _Builder(Transformer):
 
     def term_chain(self, meta, ch):
         return self._chain(meta, ch, _MUL) if len(ch) > 1 else ch[0]
-
-
-#: spellings from other languages, for the E004 hint
-_DTYPE_SPELLINGS = {
-    "float": "f32", "float32": "f32", "fp32": "f32", "single": "f32", "float64": "f64", "double": "f64",
-    "fp64": "f64", "float16": "f16", "half": "f16", "fp16": "f16", "bfloat16": "bf16", "int": "i32",
-    "int32": "i32", "int64": "i64", "long": "i64", "int16": "i16", "short": "i16", "int8": "i8",
-    "uint8": "u8", "byte": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "boolean": "bool",
-}
-
-
-def _dtype_hint(dtype: str) -> tuple[str, ...]:
-    if dtype.lower() in _DTYPE_SPELLINGS:
-        return (f"LEIR spells this dtype '{_DTYPE_SPELLINGS[dtype.lower()]}'",)
-    close = difflib.get_close_matches(dtype, A.DTYPES, n=1, cutoff=0.6)
-    return (f"did you mean '{close[0]}'?",) if close else ()
 
 
 # ---------------------------------------------------------------------------
@@ -549,8 +490,20 @@ def _decode(data: str | bytes) -> tuple[str | None, Diagnostic | None]:
         return None, error("E002", f"invalid UTF-8 byte 0x{data[e.start]:02x}", A.Span(line, col, line, col + 1, e.start, e.start + 1))
 
 
-def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
-    """Parse a LEIR file (declared kernels or a bare Step-TP body)."""
+def _choose_parser(parser: str | None) -> str:
+    choice = parser or os.environ.get("LEIRC_PARSER") or "fast"
+    if choice not in PARSERS:
+        raise ValueError(f"unknown parser {choice!r} (LEIRC_PARSER or parser=): expected one of {', '.join(PARSERS)}")
+    return choice
+
+
+def parse(data: str | bytes, file: str = "<input>", *, parser: str | None = None) -> ParseResult:
+    """Parse a LEIR file (declared kernels or a bare Step-TP body).
+
+    ``parser`` is ``"fast"`` (the default: :mod:`leirc.lang.fastparse`, with Lark for
+    syntax errors) or ``"lark"``; without it, the environment's ``LEIRC_PARSER`` decides.
+    Both give the same result."""
+    use_fast = _choose_parser(parser) == "fast"
     text, derr = _decode(data)
     if derr is not None:
         return ParseResult(None, [derr.with_file(file)], "")
@@ -563,10 +516,10 @@ def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
         col = i - (text.rfind("\n", 0, i) + 1) + 1
         d = error("E001", "unexpected NUL character", A.Span(line, col, line, col + 1, i, i + 1))
         return ParseResult(None, [d.with_file(file)], text)
-    module, diags, comments = _parse_text(text)
+    module, diags, comments = _parse_text(text, use_fast)
     if module is None:
         if diags and diags[0].code == "E001":
-            recovered = _recover(text)
+            recovered = _recover(text, use_fast)
             if recovered is not None:
                 rdiags, partial = recovered
                 return ParseResult(None, [d.with_file(file) for d in rdiags], text, partial)
@@ -575,9 +528,22 @@ def parse(data: str | bytes, file: str = "<input>") -> ParseResult:
     return ParseResult(module, [d.with_file(file) for d in diags], text)
 
 
-def _parse_text(text: str) -> tuple[A.Module | None, list[Diagnostic], list[Token]]:
+#: a comment as the parsers collect it: (offset, line, text without trailing whitespace)
+CommentAt = tuple[int, int, str]
+
+
+def _parse_text(text: str, use_fast: bool = True) -> tuple[A.Module | None, list[Diagnostic], list[CommentAt]]:
     """One parse: the module (``None`` on a syntax or depth error), the diagnostics
-    (without file names) and the comment tokens."""
+    (without file names) and the comments."""
+    if use_fast:
+        done = parse_fast(text)
+        if done is not None:
+            return done
+    module, diags, toks = _parse_text_lark(text)
+    return module, diags, [(t.start_pos, t.line, str(t).rstrip()) for t in toks]
+
+
+def _parse_text_lark(text: str) -> tuple[A.Module | None, list[Diagnostic], list[Token]]:
     diags: list[Diagnostic] = []
     lark = _lark()
     comments: list[Token] = []
@@ -596,7 +562,7 @@ def _parse_text(text: str) -> tuple[A.Module | None, list[Diagnostic], list[Toke
         if depth_diag is not None:
             return None, [depth_diag], comments
         module = _Builder(diags).transform(tree)
-        deep = _ast_depth_check(module)
+        deep = ast_depth_diagnostic(module)
         if deep is not None:
             return None, [deep], comments
     except VisitError as e:  # pragma: no cover - a bug in the builder, reported not raised
@@ -625,7 +591,7 @@ def _blank(prefix: str) -> str:
     return re.sub(r"[^\n]", " ", prefix)
 
 
-def _recover(text: str) -> tuple[list[Diagnostic], A.Module] | None:
+def _recover(text: str, use_fast: bool = True) -> tuple[list[Diagnostic], A.Module] | None:
     starts = kernel_starts(text)
     if len(starts) < 2:
         return None
@@ -633,14 +599,14 @@ def _recover(text: str) -> tuple[list[Diagnostic], A.Module] | None:
     bounds = [0] + starts[1:]
     ends = starts[1:] + [len(text)]
     kernels: list[A.Kernel] = []
-    comments: list[Token] = []
+    comments: list[CommentAt] = []
     diags: list[Diagnostic] = []
     for a, b in zip(bounds, ends):
         seg = _blank(text[:a]) + text[a:b]
-        m, ds, cs = _parse_text(seg)
+        m, ds, cs = _parse_text(seg, use_fast)
         if m is None and b < len(text) and ds and ds[0].message.startswith("unexpected end of input"):
             # the kernel runs into the next one: report that, as the whole-file parse does
-            _, ds, _ = _parse_text(seg + _KERNEL_KW)
+            _, ds, _ = _parse_text(seg + _KERNEL_KW, use_fast)
         diags.extend(ds)
         if m is not None:
             kernels.extend(m.kernels)
@@ -663,7 +629,7 @@ def _with_body(node, items: tuple):
     return replace(node, kernels=items) if isinstance(node, A.Module) else replace(node, body=items)
 
 
-def _attach_comments(module: A.Module, toks: list[Token]) -> A.Module:
+def _attach_comments(module: A.Module, comments: list[CommentAt]) -> A.Module:
     """Hang every comment on the nearest item, kernel or the module.
 
     Within a container (module, kernel, loop, region) a comment is: inside a child
@@ -672,9 +638,9 @@ def _attach_comments(module: A.Module, toks: list[Token]) -> A.Module:
     own first line -> its ``head``; before a child -> leading comment of the next child;
     otherwise ``inner`` (before the closing bracket). A bare body's kernel is the root.
     """
-    if not toks:
+    if not comments:
         return module
-    cs = sorted(((t.start_pos, t.line, str(t).rstrip()) for t in toks), key=lambda c: c[0])
+    cs = sorted(comments, key=lambda c: c[0])
     if len(module.kernels) == 1 and not module.kernels[0].declared:
         return replace(module, kernels=(_attach_into(module.kernels[0], cs, root=True),))
     return _attach_into(module, cs, root=True)
@@ -760,29 +726,6 @@ def _depth_check(tree) -> Diagnostic | None:
             for c in node.children:
                 if isinstance(c, Tree):
                     stack.append((c, d + 1))
-    return None
-
-
-def _chain_link(parent, child) -> bool:
-    """``child`` continues ``parent``'s flat operator chain (same precedence, on the
-    left): the parser built both from one flat chain, so it is not extra nesting."""
-    return (isinstance(parent, A.BinOp) and child is parent.lhs and isinstance(child, A.BinOp)
-            and parent.op != "**" and A.BINOP_PRECEDENCE[child.op] == A.BINOP_PRECEDENCE[parent.op])
-
-
-def _ast_depth_check(module) -> Diagnostic | None:
-    # d: nesting depth, where a left operand that continues its parent's chain costs
-    # nothing; r: the tree's real height, which recursive clients meet (a chain inside
-    # parentheses at the head of another chain adds up)
-    stack = [(module, 0, 0)]
-    while stack:
-        node, d, r = stack.pop()
-        if d > MAX_DEPTH:
-            return error("E003", f"input nests more than {MAX_DEPTH} levels deep", node.span)
-        if r > MAX_DEPTH + MAX_CHAIN:
-            return error("E003", f"input nests more than {MAX_DEPTH + MAX_CHAIN} levels deep "
-                         "(counting the operands of operator chains)", node.span)
-        stack.extend((c, d if _chain_link(node, c) else d + 1, r + 1) for c in A.children(node))
     return None
 
 
