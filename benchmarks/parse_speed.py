@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
-"""Parser speed: parse time and parse+print time of the largest program in stdlib/ (or, if
-stdlib/ has no .leir file, of the longest Step-TP program in ../shared/compat).
+"""Front-end speed: parse, and parse + check, with the fast parser and with Lark, in
+milliseconds per 100 lines.
 
-    python benchmarks/parse_speed.py                  # 200 timed runs after 20 warm-up runs
-    python benchmarks/parse_speed.py --runs 500 --file stdlib/sdpa.leir
+    python benchmarks/parse_speed.py                  # the stdlib as one file, and its largest file
+    python benchmarks/parse_speed.py --runs 200 --file stdlib/sdpa.leir
 
-Reports the median (and min / p90) wall time and the median process CPU time per run,
-in milliseconds. The grammar and the
-LALR tables are built once, during warm-up, as in a long-running process.
+Inputs: every stdlib kernel concatenated into one file (about 300 lines, the size the
+language server meets) and the largest stdlib file, or ``--file``. For each: the median
+over ``--runs`` runs (after warm-up: the grammar and LALR tables are built once, as in a
+long-running process) of the process CPU time — the robust number on a shared machine,
+where wall time includes waiting for a core — and the median wall time, plus the split of
+one parse into its stages (Lark: LALR parse with its lexer, tree -> AST transform; fast:
+tokenizer, parser) and the checker. The load average is printed with the numbers; read
+them next to it. The target of issue #14 is parse + check <= 5 ms per 100 lines.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import statistics
 import sys
 import time
@@ -22,94 +27,100 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from leirc.lang.parser import parse  # noqa: E402
-from leirc.lang.printer import print_module  # noqa: E402
+from leirc.lang import parser as P  # noqa: E402
+from leirc.lang.checker import check_module  # noqa: E402
+from leirc.lang.fastparse import parse_fast, tokenize  # noqa: E402
 
-COMPAT = ROOT.parent / "shared" / "compat"
 STDLIB = ROOT / "stdlib"
 
 
-def pick_program(path: str | None) -> tuple[str, str]:
+def inputs(path: str | None) -> list[tuple[str, str]]:
     if path:
         p = Path(path)
-        return str(p), p.read_text(encoding="utf-8")
-    files = sorted(STDLIB.rglob("*.leir")) if STDLIB.is_dir() else []
-    if files:
-        p = max(files, key=lambda f: (f.stat().st_size, f.name))
-        return str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")
-    best = ("", "")
-    for name, fields in (("steptp_emitted_level1.jsonl", ("IR",)), ("steptp_strategy_outputs.jsonl", ("original", "transformed"))):
-        f = COMPAT / name
-        if not f.is_file():
-            continue
-        for i, line in enumerate(f.read_text(encoding="utf-8").splitlines()):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            for fld in fields:
-                v = rec.get(fld)
-                for t in (v if isinstance(v, list) else [v]):
-                    if isinstance(t, str) and len(t) > len(best[1]):
-                        best = (f"{name} line {i + 1} ({rec.get('model', '?')})", t)
-    if not best[1]:
-        sys.exit("parse_speed: no program found (stdlib/ is empty and ../shared/compat is absent)")
-    return best
+        return [(str(p), p.read_text(encoding="utf-8"))]
+    files = sorted(STDLIB.rglob("*.leir"))
+    if not files:
+        sys.exit("parse_speed: stdlib/ has no .leir file; pass --file")
+    largest = max(files, key=lambda f: (f.stat().st_size, f.name))
+    return [(f"stdlib/*.leir concatenated ({len(files)} files)", "\n".join(f.read_text(encoding="utf-8") for f in files)),
+            (str(largest.relative_to(ROOT)), largest.read_text(encoding="utf-8"))]
 
 
-def timed(fn, runs: int) -> tuple[list[float], list[float]]:
-    """Wall-clock and process CPU milliseconds per run (CPU time is the robust number on a
-    shared machine, where wall time includes waiting for a core)."""
-    wall, cpu = [], []
+def timed(fn, runs: int) -> tuple[float, float]:
+    """Median CPU and median wall milliseconds of one call."""
+    cpu, wall = [], []
     for _ in range(runs):
         c0, t0 = time.process_time(), time.perf_counter()
         fn()
         wall.append((time.perf_counter() - t0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
-    return wall, cpu
+    return statistics.median(cpu), statistics.median(wall)
 
 
-def summary(t: tuple[list[float], list[float]]) -> str:
-    wall, cpu = sorted(t[0]), sorted(t[1])
-    p90 = wall[min(len(wall) - 1, int(0.9 * len(wall)))]
-    return (f"median {statistics.median(wall):.3f} ms wall (min {wall[0]:.3f}, p90 {p90:.3f}); "
-            f"median {statistics.median(cpu):.3f} ms CPU")
+def load() -> str:
+    try:
+        return "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:  # pragma: no cover - no load average on this platform
+        return "n/a"
+
+
+def bench(name: str, text: str, runs: int, warmup: int) -> None:
+    lines = text.count("\n") + 1
+    per = 100.0 / lines
+    res = P.parse(text, parser="lark")
+    if not res.ok:
+        print(f"parse_speed: {name} does not parse cleanly: {res.diagnostics[:3]}", file=sys.stderr)
+        sys.exit(1)
+    if parse_fast(text) is None:
+        print(f"parse_speed: the fast parser hands {name} to Lark; its numbers would be Lark's", file=sys.stderr)
+        sys.exit(1)
+    module = res.module
+    lark = P._lark()  # the internals, for the split of one parse into its stages
+    tree = lark.parse(text)
+
+    def lark_parse():
+        return P.parse(text, parser="lark")
+
+    def fast_parse():
+        return P.parse(text, parser="fast")
+
+    for _ in range(warmup):
+        lark_parse()
+        fast_parse()
+        check_module(module)
+    lark_runs = max(5, runs // 4)  # Lark is the slow one; fewer runs keep the benchmark short
+    rows = [
+        ("lark: parse", timed(lark_parse, lark_runs)),
+        ("lark:   LALR parse + lexer", timed(lambda: lark.parse(text), lark_runs)),
+        ("lark:   tree -> AST", timed(lambda: P._Builder([]).transform(tree), lark_runs)),
+        ("fast: parse", timed(fast_parse, runs)),
+        ("fast:   tokenizer", timed(lambda: tokenize(text), runs)),
+        ("fast:   tokenizer + parser", timed(lambda: parse_fast(text), runs)),
+        ("check", timed(lambda: check_module(module), max(5, runs // 2))),
+    ]
+    by = dict(rows)
+    rows += [
+        ("lark: parse + check", tuple(a + b for a, b in zip(by["lark: parse"], by["check"]))),
+        ("fast: parse + check", tuple(a + b for a, b in zip(by["fast: parse"], by["check"]))),
+    ]
+    print(f"\n{name}: {len(text)} chars, {lines} lines, {len(module.kernels)} kernel(s); "
+          f"{runs} runs ({lark_runs} for Lark) after {warmup} warm-up; load average {load()}")
+    print(f"  {'':30s} {'ms/100 lines (CPU)':>19s} {'ms/file (CPU)':>14s} {'ms/file (wall)':>15s}")
+    for label, (cpu, wall) in rows:
+        print(f"  {label:30s} {cpu * per:19.2f} {cpu:14.2f} {wall:15.2f}")
+    speedup = by["lark: parse"][0] / by["fast: parse"][0]
+    print(f"  fast parse is {speedup:.1f}x Lark's")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--file", help="time this file instead of the largest stdlib program")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--file", help="time this file instead of the stdlib")
     args = ap.parse_args(argv)
-
-    name, text = pick_program(args.file)
-    res = parse(text)
-    if not res.ok:
-        print(f"parse_speed: {name} does not parse cleanly: {res.diagnostics[:3]}", file=sys.stderr)
-        return 1
-
-    def p():
-        return parse(text)
-
-    def pc():
-        print_module(parse(text).module, "compact")
-
-    def pr():
-        print_module(parse(text).module, "pretty")
-
-    for _ in range(args.warmup):
-        pc()
-        pr()
-    t_parse = timed(p, args.runs)
-    t_compact = timed(pc, args.runs)
-    t_pretty = timed(pr, args.runs)
-    m = res.module
-    nodes = sum(1 for k in m.kernels for _ in __import__("leirc.lang.ast", fromlist=["walk"]).walk(k))
-    print(f"parse_speed: {name}: {len(text)} chars, {text.count(chr(10)) + 1} lines, {len(m.kernels)} kernel(s), "
-          f"{nodes} AST nodes; {args.runs} runs after {args.warmup} warm-up runs; python {sys.version.split()[0]}")
-    print(f"parse:                  {summary(t_parse)}")
-    print(f"parse + print compact:  {summary(t_compact)}")
-    print(f"parse + print pretty:   {summary(t_pretty)}")
+    print(f"parse_speed: python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average {load()}")
+    for name, text in inputs(args.file):
+        bench(name, text, args.runs, args.warmup)
     return 0
 
 
