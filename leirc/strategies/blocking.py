@@ -1,0 +1,420 @@
+"""Blocking strategies for CPU kernels (issue #12): unroll-and-jam and input packing.
+
+* ``unroll_and_jam``: unroll an outer loop by a factor and jam the copies into the body of
+  a loop inside it (register blocking of a GEMM's ``i``: one loaded ``B`` element feeds
+  several accumulators);
+* ``pack_input``: copy a tensor into a blocked layout (``B_{k,j}`` -> ``P_{j//jb,k,j%jb}``)
+  in a nest hoisted before the hot nest, which then reads the packed copy.
+
+Both only reorder or copy: the same floating-point operations run on every element in the
+same order, so both are bitwise. ``layout_transformation`` already copies an input into a
+transposed or split layout, but one kind per application and through a full copy each: the
+blocked layout (split one dimension, move the block number first and the offset last) would
+take two copies and two hoisted nests. ``pack_input`` is that layout in one copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..analysis.deps import EQ, direction_vectors, privatized
+from ..lang import ast as A
+from ..lang.affine import affine
+from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, StrategyBug, strategy
+from .common import divisors, loop_arg, rebuild_chain, stmt_arg, stmts_under
+from .rewrite import add, carried, fresh_index, fresh_tensor, loop_ref, map_expr, mul, nest_chain, refs_at, replace_at
+from .rewrite import substitute, var
+
+#: copies of a loop body a jam may create: the bound of ``loop_unrolling`` (a ``U`` loop lowers to
+#: full unrolling; more copies only grow the code, they no longer fit a register file anyway)
+MAX_JAM = 64
+#: ``into`` value meaning "the innermost loop of the chain that is not vectorized"
+INNERMOST = "innermost"
+
+
+def _accesses(st: A.Assign) -> list[tuple[A.Access, bool]]:
+    """(access, is_write) of one statement: its target, then every read (subscripts included)."""
+    out = [(st.target, True)]
+    for e in (st.value,) + tuple(st.target.indices):
+        out.extend((n, False) for n in A.walk(e) if isinstance(n, A.Access))
+    return out
+
+
+def _first_difference(rel: dict, order: list[str]):
+    return next((rel[v] for v in order if rel.get(v, EQ) != EQ), None)
+
+
+@strategy("unroll_and_jam", level="operator", numerics="bitwise", creates=("outer", "unrolled"),
+          args=[Arg("loop", "loop", "serial or parallel loop to unroll, e.g. N0.i"),
+                Arg("factor", "int", f"copies of the body per iteration of the new outer loop (divides the extent, "
+                                     f"at most {MAX_JAM})"),
+                Arg("into", "loop", "loop of the perfect chain inside `loop` whose body receives the copies "
+                                    f"({INNERMOST}: the innermost loop of that chain that is not vectorized)",
+                    default=INNERMOST)])
+class UnrollAndJam(Strategy):
+    """Unroll a loop by ``factor`` and jam the copies into the body of a loop inside it.
+
+    ``loop`` ``K^{N}_{i}`` (serial or parallel, from 0) must head a perfect chain
+    ``l1 ... lm`` (each body a single loop) and ``into`` must be one of ``l1 ... lm`` that is
+    not a vector loop. The loop becomes ``K^{N/factor}_{io}`` (fresh name, same kind) and the
+    body of ``into`` is wrapped in ``U^{factor}_{i}`` with ``i -> io*factor + i``: every
+    iteration of ``io`` runs the loops ``l1 ... into`` once and, inside ``into``, the
+    ``factor`` copies of its body back to back (``U`` loops lower to ``T.unroll``, so the
+    compiled code holds the copies). In a GEMM ``L_i L_k L_j``, jamming ``i`` into ``k`` gives
+    ``factor`` accumulators per loaded ``B_{k,j}``; the ``j`` loop stays innermost and can be
+    vectorized. The copies stay one statement under a ``U`` loop instead of being written
+    out: textual copies of a reduction would be several statements into one tensor, and all
+    but the first would be updates without the identity initialization (docs/language.md §6).
+
+    Legality: the rewrite is ``i`` split by ``factor`` with the point loop moved inside
+    ``l1 ... into``. For every pair of accesses to one tensor (at least one a write) under
+    the loop, the shared dependence analysis (:mod:`leirc.analysis.deps`) gives the
+    direction vectors over ``(i, l1 ... into)`` with ``io`` equal under which the two touch
+    the same element; the jam is refused if one of them runs in the opposite order after the
+    interchange. Every element then sees the same operations in the same order: bitwise.
+
+    Before: \\kernel k(A:f32[4,8],B:f32[8,16])->(C:f32[4,16]){L^{4}_{i=0}L^{8}_{k=0}L^{16}_{j=0}[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+A^{f32,g}_{i,k}*B^{f32,g}_{k,j};];}
+    Args: loop=N0.i factor=2 into=N0.k
+    After: \\kernel k(A:f32[4,8],B:f32[8,16])->(C:f32[4,16]){L^{2}_{io=0}L^{8}_{k=0}U^{2}_{i=0}L^{16}_{j=0}[C^{f32,g}_{io*2+i,j}=C^{f32,g}_{io*2+i,j}+A^{f32,g}_{io*2+i,k}*B^{f32,g}_{k,j};];}
+    """
+
+    def sites(self, ctx: Context) -> list[Site]:
+        out = []
+        for ref, lp, path in ctx.loops():
+            if lp.kind not in ("L", "P") or lp.start != 0 or lp.extent < 2:
+                continue
+            for into in [l for l in nest_chain(lp)[1:] if l.kind != "V"]:
+                iref = loop_ref(ctx.kernel, into)
+                what = f"unroll {lp.var} ({lp.extent}) and jam into {into.var}"
+                site = self.site(ctx, {"loop": ref, "into": iref}, what,
+                                 lambda ref=ref, iref=iref, lp=lp: {"factor": self._factors(ctx, ref, iref, lp)})
+                if site is not None:
+                    out.append(site)
+        return out
+
+    def _factors(self, ctx, ref, iref, lp) -> list[int]:
+        ok = []
+        for f in [d for d in divisors(lp.extent, limit=4) if d <= MAX_JAM]:
+            try:
+                self._plan(ctx, {"loop": ref, "factor": f, "into": iref}, full=False)
+            except NotApplicable:
+                continue
+            ok.append(f)
+        return ok
+
+    def plan(self, ctx: Context, args: dict) -> Rewrite:
+        return self._plan(ctx, args, full=True)
+
+    def _plan(self, ctx: Context, args: dict, full: bool):
+        lp, path = loop_arg(self, ctx, args["loop"])
+        f = args["factor"]
+        if lp.kind not in ("L", "P"):
+            raise self.na(f"loop '{lp.var}' is {A.LOOP_KIND_NAMES[lp.kind]}; only serial and parallel loops are "
+                          f"unrolled and jammed", lp)
+        if lp.start != 0:
+            raise self.na(f"loop '{lp.var}' starts at {lp.start}; only loops starting at 0 are unrolled and jammed", lp)
+        if not 2 <= f <= min(lp.extent, MAX_JAM) or lp.extent % f:
+            raise self.na(f"factor {f} must divide the {lp.extent} iterations of '{lp.var}' and lie in "
+                          f"2..{min(lp.extent, MAX_JAM)} (no guarded tails are generated)", lp)
+        chain = nest_chain(lp)[1:]
+        if not chain:
+            raise self.na(f"the body of loop '{lp.var}' is not a single loop: there is no loop to jam the copies into "
+                          f"(loop_split + loop_unrolling unroll it without a jam)", lp)
+        if args["into"] == INNERMOST:
+            plain = [l for l in chain if l.kind != "V"]
+            if not plain:
+                raise self.na(f"every loop inside '{lp.var}' is a vector loop; copies cannot go inside one", lp)
+            into = plain[-1]
+        else:
+            into, _ = loop_arg(self, ctx, args["into"])
+            if not any(l is into for l in chain):
+                names = ", ".join(l.var for l in chain)
+                raise self.na(f"loop '{into.var}' is not in the perfect chain inside '{lp.var}' ({names})", into)
+            if into.kind == "V":
+                raise self.na(f"loop '{into.var}' is a vector loop; its body must stay statements only", into)
+        jam = chain[:next(k for k, l in enumerate(chain) if l is into) + 1]
+        io_name = fresh_index(ctx.kernel, lp.var + "o")
+        self._legal(ctx, lp, f, jam, io_name)
+        if not full:
+            if any(l.kind != "L" for l in jam):
+                # a parallel or vector loop around the copies races if the copies touch one element
+                ctx.recheck(self.name, self._rewrite(ctx, lp, path, f, jam, io_name), lp)
+            return None
+        new = self._rewrite(ctx, lp, path, f, jam, io_name)
+        res = ctx.recheck(self.name, new, lp, message="the jammed program would not check: {code} {message}")
+        if [si.kind for si in res.stmts] != [si.kind for si in ctx.result.stmts]:
+            raise StrategyBug(f"{self.name}: jamming '{lp.var}' changed a statement's kind")
+        depth = len(jam) + 1
+        refs = refs_at(new, [path, path + (0,) * depth])
+        moved = {path + (0,) * k: path + (0,) * k for k in range(1, depth)}
+        below = path + (0,) * (depth - 1)
+        for j, b in enumerate(jam[-1].body):  # the body of `into`, substituted, one level deeper
+            moved.update(carried(b, below + (j,), below + (0, j)))
+        return Rewrite(new, "bitwise", {"outer": refs[path], "unrolled": refs[path + (0,) * depth]}, moved=moved)
+
+    def _legal(self, ctx, lp, f, jam, io_name) -> None:
+        """NotApplicable if moving the point loop of ``lp`` (split by ``f``) inside ``jam``
+        reverses a dependence between two instances of one ``io`` iteration."""
+        io = A.Loop(lp.kind, lp.extent // f, io_name, 0, ())
+        ii = A.Loop("L", f, lp.var, 0, ())
+        split = {lp.var: add(mul(var(io_name), A.Const(f)), var(lp.var))}
+        inside = [si for si in ctx.result.stmts if any(l is lp for l in si.loops)]
+        # each statement as it reads in the split program: loops outer + io, ii + inner
+        model = []
+        for si in inside:
+            k = next(n for n, l in enumerate(si.loops) if l is lp)
+            loops = tuple(si.loops[:k]) + (io, ii) + tuple(si.loops[k + 1:])
+            accs = [(substitute(privatized(si, a), split), w) for a, w in _accesses(si.stmt)]
+            model.append((si, si.loops[:k], loops, accs))
+        old = [lp.var] + [l.var for l in jam]
+        new = [l.var for l in jam] + [lp.var]
+        pairs = [(ii, ii)] + [(l, l) for l in jam]
+        for si1, outer, loops1, accs1 in model:
+            for si2, _, loops2, accs2 in model:
+                for w, _ in (x for x in accs1 if x[1]):
+                    for r, r_write in accs2:
+                        if r.name != w.name:
+                            continue
+                        fixed = [(o, o, EQ) for o in outer] + [(io, io, EQ)]
+                        for vec in sorted(direction_vectors(w, loops1, r, loops2, pairs, fixed)):
+                            rel = dict(zip(old, vec))
+                            if _first_difference(rel, old) != _first_difference(rel, new):
+                                what = "written" if r_write else "read"
+                                raise self.na(
+                                    f"'{w.name}' is written in one iteration and {what} in another that differs in "
+                                    f"'{lp.var}' and in {', '.join(repr(l.var) for l in jam if rel[l.var] != EQ)}; "
+                                    f"the jam would run them in the opposite order", lp)
+
+    def _rewrite(self, ctx, lp, path, f, jam, io_name) -> A.Kernel:
+        into = jam[-1]
+        split = {lp.var: add(mul(var(io_name), A.Const(f)), var(lp.var))}
+        copies = A.Loop("U", f, lp.var, 0, tuple(substitute(b, split) for b in into.body))
+        root = A.Loop(lp.kind, lp.extent // f, io_name, 0, ())
+        return replace_at(ctx.kernel, path, rebuild_chain([root] + jam, (copies,)))
+
+
+# ---------------------------------------------------------------------------
+# pack_input
+
+
+def _affine_expr(terms: list[tuple[str, int]], const: int) -> A.Expr:
+    """``c1*v1 + c2*v2 + ... + const`` (terms in the given order, zero coefficients dropped)."""
+    out = None
+    for v, c in terms:
+        if c == 0:
+            continue
+        t = var(v) if abs(c) == 1 else A.BinOp("*", var(v), A.Const(abs(c)))
+        out = (t if c > 0 else A.Neg(t)) if out is None else A.BinOp("+" if c > 0 else "-", out, t)
+    if out is None:
+        return A.Const(const) if const >= 0 else A.Neg(A.Const(-const))
+    if const:
+        out = A.BinOp("+" if const > 0 else "-", out, A.Const(abs(const)))
+    return out
+
+
+def _block_and_offset(e: A.Expr, f: int, ranges: dict) -> tuple[A.Expr, A.Expr]:
+    """``(e // f, e % f)``, written without division where the loop ranges prove it: for an
+    affine ``e = f*q + r`` whose remainder part ``r`` stays in ``[0, f)`` the pair is
+    ``(q, r)`` exactly (the tile loops of ``jo*32 + joa*16 + j`` give ``(jo, joa*16 + j)``)."""
+    aff = affine(e)
+    if aff is not None and all(v in ranges for v in aff[0]):
+        coefs, c0 = aff
+        q0, r0 = divmod(c0, f)
+        block = [(v, c // f) for v, c in coefs.items() if c % f == 0]
+        rest = [(v, c) for v, c in coefs.items() if c % f != 0]
+        lo = r0 + sum(c * (ranges[v][0] if c > 0 else ranges[v][1]) for v, c in rest)
+        hi = r0 + sum(c * (ranges[v][1] if c > 0 else ranges[v][0]) for v, c in rest)
+        if 0 <= lo and hi < f:
+            return _affine_expr(block, q0), _affine_expr(rest, r0)
+    return A.BinOp("//", e, A.Const(f)), A.BinOp("%", e, A.Const(f))
+
+
+def _packed_subscripts(indices: tuple, dim: int, f: int, ranges: dict) -> tuple:
+    """``(x_dim // f, x_0, ..., x_{dim-1}, x_{dim+1}, ..., x_dim % f)``."""
+    block, offset = _block_and_offset(indices[dim], f, ranges)
+    return (block,) + tuple(indices[:dim]) + tuple(indices[dim + 1:]) + (offset,)
+
+
+@strategy("pack_input", level="memory", numerics="bitwise", creates=("copy", "packed:tensor"),
+          args=[Arg("stmt", "stmt", "a statement of the hot nest that reads the tensor, e.g. N0.S0"),
+                Arg("tensor", "tensor", "kernel input the nest reads"),
+                Arg("dim", "int", "dimension split into blocks"),
+                Arg("factor", "int", "block size: elements of `dim` per block; divides the dimension")])
+class PackInput(Strategy):
+    """Copy a tensor into a blocked layout before the hot nest; the nest reads the copy.
+
+    ``X`` of shape ``(n0, ..., nr)`` is packed along ``dim`` by ``factor``: a new nest placed
+    before the nest of ``stmt`` copies it whole into a fresh global intermediate ``P`` with
+    ``P_{x_dim//factor, x_0, ..., x_{dim-1}, x_{dim+1}, ..., x_dim%factor} = X_{x}`` (the block
+    number first, the other dimensions in order, the offset in the block last: GotoBLAS's
+    packed panels, ``B_{k,j}`` -> ``P_{j//jb,k,j%jb}`` and ``A_{i,k}`` -> ``P_{i//mr,k,i%mr}``),
+    looping in ``P``'s order so the copy writes contiguously. Every read of ``X`` in the nest
+    becomes the matching read of ``P``; where the loop ranges prove that the remainder of an
+    affine subscript stays inside one block, the packed subscripts are written without
+    division (``X_{k,jo*32+j}`` with ``j < 32`` reads ``P_{jo,k,j}``). A tile loop walking
+    ``jb`` consecutive elements of ``dim`` then reads one contiguous block per step of the
+    other subscripts instead of ``jb`` elements a row apart.
+
+    ``X`` must be a kernel input (read-only, every element defined: a whole copy of an
+    intermediate could read elements nobody wrote); ``factor`` divides ``n_dim``. A read
+    whose bounds are only proven under its ``if_then_else`` guard is kept only if the
+    checker proves the packed read too. Values are only copied: bitwise.
+
+    Before: \\kernel k(A:f32[4,8],B:f32[8,16])->(C:f32[4,16]){L^{4}_{i=0}L^{2}_{jo=0}L^{8}_{k=0}L^{8}_{j=0}[C^{f32,g}_{i,jo*8+j}=C^{f32,g}_{i,jo*8+j}+A^{f32,g}_{i,k}*B^{f32,g}_{k,jo*8+j};];}
+    Args: stmt=N0.S0 tensor=B dim=1 factor=8
+    After: \\kernel k(A:f32[4,8],B:f32[8,16])->(C:f32[4,16]){L^{2}_{a=0}L^{8}_{b=0}L^{8}_{c=0}[D^{f32,g}_{a,b,c}=B^{f32,g}_{b,a*8+c};];L^{4}_{i=0}L^{2}_{jo=0}L^{8}_{k=0}L^{8}_{j=0}[C^{f32,g}_{i,jo*8+j}=C^{f32,g}_{i,jo*8+j}+A^{f32,g}_{i,k}*D^{f32,g}_{jo,k,j};];}
+    """
+
+    def sites(self, ctx: Context) -> list[Site]:
+        out = []
+        seen = set()
+        for ref, st, path in ctx.stmts():
+            for name in dict.fromkeys(a.name for a, w in _accesses(st) if not w):
+                if (path[0], name) in seen:
+                    continue
+                seen.add((path[0], name))  # one site per nest and tensor: every read of the nest is packed
+                info = ctx.result.tensors.get(name)
+                if info is None or not info.shape:
+                    continue
+                for d, n in enumerate(info.shape):
+                    site = self.site(ctx, {"stmt": ref, "tensor": name, "dim": d}, f"pack {name} by blocks of dim {d}",
+                                     lambda ref=ref, name=name, d=d, n=n: {
+                                         "factor": self._factors(ctx, ref, name, d, n)})
+                    if site is not None:
+                        out.append(site)
+        return out
+
+    def _factors(self, ctx, ref, name, d, n) -> list[int]:
+        ok = []
+        for f in sorted(set(divisors(n, limit=4)) | _tile_strides(ctx, ref, name, d, n) | {n}):
+            try:
+                planned = self._check(ctx, {"stmt": ref, "tensor": name, "dim": d, "factor": f})
+            except NotApplicable:
+                continue
+            if not planned[-1]:  # listed only where no guard is needed: the candidate is not checked here
+                ok.append(f)
+        return ok
+
+    def _check(self, ctx, args):
+        st, spath = stmt_arg(self, ctx, args["stmt"])
+        name, d, f = args["tensor"], args["dim"], args["factor"]
+        info = ctx.result.tensors.get(name)
+        if info is None:
+            raise self.na(f"no tensor '{name}'", st)
+        if info.role != "input":
+            # an intermediate or output may hold elements no statement wrote: a whole copy
+            # would read them (an uninitialized read), and a later write would leave it stale
+            tile = " (a private tile)" if info.alloc is not None else ""
+            raise self.na(f"'{name}' is a kernel {info.role}{tile}; only kernel inputs are packed", st)
+        if not info.shape:
+            raise self.na(f"'{name}' is a scalar; it has no layout to pack", st)
+        shape = info.shape
+        if len(shape) < 2:
+            raise self.na(f"'{name}' has one dimension: blocks of it are already contiguous", st)
+        if not 0 <= d < len(shape):
+            raise self.na(f"'dim' must name one of the {len(shape)} dimensions 0..{len(shape) - 1} of '{name}', "
+                          f"got {d}", st)
+        n = shape[d]
+        if not 2 <= f <= n or n % f:
+            raise self.na(f"factor {f} must divide the extent {n} of dimension {d} of '{name}' and be at least 2", st)
+        if d == len(shape) - 1 and f == n:
+            raise self.na(f"one block of the whole last dimension is the layout '{name}' already has", st)
+        nest = ctx.kernel.body[spath[0]]
+        stmts = stmts_under((nest,)) if not isinstance(nest, A.Assign) else [nest]
+        if not any(a.name == name for a, w in _accesses(st) if not w):
+            raise self.na(f"the statement does not read '{name}'", st)
+        needs_guard = False
+        for s in stmts:
+            loops = ctx.result.info(s).loops
+            ranges = {l.var: (l.start, l.start + l.extent - 1) for l in loops}
+            for a, w in _accesses(s):
+                if w or a.name != name:
+                    continue
+                for k, (i, m) in enumerate(zip(a.indices, shape)):
+                    aff = affine(i)
+                    if aff is None or any(v not in ranges for v in aff[0]):
+                        needs_guard = True
+                        continue
+                    lo = aff[1] + sum(c * (ranges[v][0] if c > 0 else ranges[v][1]) for v, c in aff[0].items())
+                    hi = aff[1] + sum(c * (ranges[v][1] if c > 0 else ranges[v][0]) for v, c in aff[0].items())
+                    needs_guard |= lo < 0 or hi >= m
+        return st, spath, info, stmts, needs_guard
+
+    def plan(self, ctx: Context, args: dict) -> Rewrite:
+        st, spath, info, stmts, needs_guard = self._check(ctx, args)
+        name, d, f = args["tensor"], args["dim"], args["factor"]
+        shape = info.shape
+        packed = fresh_tensor(ctx.kernel)
+        # the copy nest loops in P's order: block, the other dimensions, offset
+        taken = {p.name for p in ctx.kernel.inputs + ctx.kernel.outputs} | {
+            n.name for n in A.walk(ctx.kernel) if isinstance(n, (A.Access, A.Alloc))} | {packed}
+        pool = iter(c for c in "abcdefghmnpqrsuvwxyz" if c not in taken)
+        block, offset = next(pool), None
+        others = []
+        for k in range(len(shape)):
+            if k != d:
+                others.append(next(pool))
+        offset = next(pool)
+        extents = [shape[d] // f] + [shape[k] for k in range(len(shape)) if k != d] + [f]
+        names = [block] + others + [offset]
+        src = []
+        it = iter(others)
+        for k in range(len(shape)):
+            src.append(add(mul(var(block), A.Const(f)), var(offset)) if k == d else var(next(it)))
+        dtype = info.dtype
+        copy = A.Assign(A.Access(packed, dtype, "g", tuple(var(v) for v in names)),
+                        A.Access(name, dtype, info.scope, tuple(src)))
+        nest = rebuild_chain([A.Loop("L", e, v, 0, ()) for v, e in zip(names, extents)], (copy,))
+
+        hot = ctx.kernel.body[spath[0]]
+        ranges_of = {}
+        for s in stmts:
+            loops = ctx.result.info(s).loops
+            ranges_of[id(s)] = {l.var: (l.start, l.start + l.extent - 1) for l in loops}
+
+        def pack_reads(s: A.Assign) -> A.Assign:
+            ranges = ranges_of[id(s)]
+
+            def fn(x):
+                if isinstance(x, A.Access) and x.name == name:
+                    return A.Access(packed, dtype, "g", _packed_subscripts(x.indices, d, f, ranges))
+                return x
+
+            return replace(s, value=map_expr(s.value, fn),
+                           target=replace(s.target, indices=tuple(map_expr(i, fn) for i in s.target.indices)))
+
+        new_hot = _map_stmts(hot, pack_reads)
+        kernel = replace_at(ctx.kernel, (spath[0],), [nest, new_hot])
+        if needs_guard:
+            ctx.recheck(self.name, kernel, st, message="the packed reads would not check: {code} {message}")
+        # the hot nest keeps its loops and statements (reads re-pointed), one place down
+        return Rewrite(kernel, "bitwise", {"copy": f"N{spath[0]}.{block}", "packed": packed},
+                       moved=carried(hot, (spath[0],), (spath[0] + 1,)))
+
+
+def _tile_strides(ctx, ref, name, d, n) -> set[int]:
+    """Block sizes a tiled nest suggests: the coefficients (at least 2, dividing ``n``) of the
+    loop indices in the subscripts of ``dim`` (``jo*32 + j`` suggests 32, which packs one
+    tile per block and needs no division)."""
+    out = set()
+    nest = ctx.kernel.body[int(ref[1:].split(".")[0])]
+    for s in stmts_under((nest,)) if not isinstance(nest, A.Assign) else [nest]:
+        for a, w in _accesses(s):
+            if w or a.name != name or len(a.indices) <= d:
+                continue
+            aff = affine(a.indices[d])
+            if aff is not None:
+                out |= {abs(c) for c in aff[0].values() if abs(c) >= 2 and n % abs(c) == 0}
+    return out
+
+
+def _map_stmts(node, fn):
+    """``node`` with every statement ``s`` under it replaced by ``fn(s)``."""
+    if isinstance(node, A.Assign):
+        return fn(node)
+    if isinstance(node, (A.Loop, A.Region)):
+        return replace(node, body=tuple(_map_stmts(b, fn) for b in node.body))
+    return node
+
+
+__all__ = ["INNERMOST", "MAX_JAM", "PackInput", "UnrollAndJam"]
