@@ -675,6 +675,12 @@ class LoopBinding(Strategy):
                     threads *= l.extent
             if threads > MAX_THREADS_PER_BLOCK:
                 return f"{threads} threads per block would exceed the CUDA limit {MAX_THREADS_PER_BLOCK}"
+            shared = _locals_from_outside(ctx.kernel, lp)
+            if shared:
+                # E048: local memory belongs to one thread; a tile allocated around the loop
+                # would be shared by the threads the binding creates
+                return (f"local tensor '{shared[0]}' is allocated outside loop '{lp.var}': binding it to threads "
+                        "would share one thread's local memory")
         return None
 
     def _race(self, ctx, lp):
@@ -713,6 +719,16 @@ class LoopBinding(Strategy):
         new = self._candidate(ctx, lp, path, args["axis"])
         # the binding is legal by the checker's own rules (above): the engine re-checks once
         return Rewrite(new, _reassoc_numerics(ops), {"bound": ref_at(new, path)}, moved=carried(lp, path, path))
+
+
+def _locals_from_outside(kernel, lp) -> list[str]:
+    """Private ``l`` tensors used under ``lp`` but allocated outside it (sorted)."""
+    private = {n.name for n in A.walk(kernel) if isinstance(n, A.Alloc) and n.scope == "l"}
+    if not private:
+        return []
+    inside_allocs = {n.name for b in lp.body for n in A.walk(b) if isinstance(n, A.Alloc)}
+    used = {n.name for b in lp.body for n in A.walk(b) if isinstance(n, A.Access) and n.name in private}
+    return sorted(used - inside_allocs)
 
 
 def _enclosing(kernel, path) -> list[A.Loop]:

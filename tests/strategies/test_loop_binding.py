@@ -78,3 +78,14 @@ def test_numeric_equivalence(kernel, loop, axis):
 @pytest.mark.parametrize("kernel", STDLIB_NAMES)
 def test_every_site_applies(kernel):
     check_all_sites(NAME, kernel)
+
+
+def test_rejects_threads_sharing_a_local_tile_allocated_around_the_loop():
+    # found by the random-sequence property: vectorized partial sums leave a local tile whose
+    # combine loop must not become a thread loop (E048: local memory belongs to one thread)
+    src = (r"\kernel k(X:f32[8,16])->(C:f32[8]){L^{8}_{n=0}[\alloc A^{f32,l}[4];"
+           r"L^{4}_{v=0}[A^{f32,l}_{v}=0.0;];L^{4}_{ro=0}L^{4}_{rv=0}[A^{f32,l}_{rv}=A^{f32,l}_{rv}+X^{f32,g}_{n,ro*4+rv};];"
+           r"L^{4}_{r=0}[C^{f32,g}_{n}=C^{f32,g}_{n}+A^{f32,l}_{r};];];}")
+    k = kernel_of(src)
+    not_applicable(k, NAME, r"local tensor 'A' is allocated outside loop 'r'", loop="N0.r", axis="ty")
+    apply(k, NAME, loop="N0.n", axis="tx")  # the loop around the \alloc: each thread has its own tile
