@@ -16,9 +16,9 @@ the parent reads when the worker dies, so native output cannot corrupt the proto
   "outputs"}`` or ``{"ok": false, "error", "error_kind": "build"}`` (and exits).
 * ``{"op": "run", "id", "inputs": {name: file}, "outputs": {name: file}}`` -- arrays are
   ``.npy`` files in ``DIR``, written by the parent before the line is sent. The reply names
-  the output files the worker wrote (``"outputs"``) and, only for inputs the kernel
-  changed, their contents after the run (``"inputs_changed"``): the parent already holds
-  the unchanged ones.
+  the files holding the outputs (``"outputs"``: on the CPU the request's own output files,
+  which the kernel wrote in place) and, only for inputs the kernel changed, their contents
+  after the run (``"inputs_changed"``): the parent already holds the unchanged ones.
 * ``{"op": "time", "id", "sets": [{name: file}, ...], "warmup", "repeat",
   "min_repeat_ms"}`` -- the timing protocol of :func:`leirc.lower.runner.time_kernel`.
 * ``{"op": "quit"}``. End of stdin without ``quit`` means the parent died: the worker
@@ -51,6 +51,10 @@ import time
 import traceback
 
 SESSION_DIR_PREFIX = "leirc-session-"
+#: wall-clock moments of this worker's start-up, reported with the build (profiling)
+_STAMPS: dict = {}
+#: whether TVM was imported with ml_dtypes (see _import_tvm)
+_TVM_HAS_ML_DTYPES = True
 
 
 def _test_hook() -> None:
@@ -91,6 +95,18 @@ def np_dtype(leir_dtype: str):
 
 
 
+def _as_declared(arrays: dict, params) -> dict:
+    """``.npy`` has no bfloat16: such an array arrives as raw 2-byte voids (``|V2``); view
+    it as the dtype the kernel declares."""
+    for p in params:
+        a = arrays.get(p.name)
+        if a is not None and a.dtype.kind == "V":
+            want = np_dtype(p.dtype)
+            if want.itemsize == a.dtype.itemsize:
+                arrays[p.name] = a.view(want)
+    return arrays
+
+
 def _check_arrays(kernel, arrays: dict, params, what: str) -> str | None:
     for p in params:
         if p.name not in arrays:
@@ -126,11 +142,23 @@ def _save_npy(path: str, a) -> None:
     os.replace(tmp, path)
 
 
-def _load_npy(path: str):
+def _load_npy(path: str, mode: str = "r"):
     import numpy as np
 
-    # mapped, not read: the array is only copied once more, into the TVM tensor
-    return np.load(path, allow_pickle=False, mmap_mode="r")
+    # mapped, not read: at most one copy follows, into a TVM tensor (none on the CPU)
+    return np.load(path, allow_pickle=False, mmap_mode=mode)
+
+
+def _tensor_over(tvm, a):
+    """A TVM tensor sharing ``a``'s memory, or None where TVM cannot take the array as it is
+    (bf16 has no DLPack export; the data must be 64-byte aligned, as ``.npy`` data in a
+    mapped file is)."""
+    if a.dtype.name == "bfloat16":
+        return None
+    try:
+        return tvm.runtime.from_dlpack(a)
+    except Exception:  # noqa: BLE001 - any refusal means: copy instead
+        return None
 
 
 def _same_bits(a, b) -> bool:
@@ -145,11 +173,12 @@ def _same_bits(a, b) -> bool:
 class _Built:
     """The kernel of this worker, built once."""
 
-    def __init__(self, kernel, func, dev, threads):
+    def __init__(self, kernel, func, dev, threads, cpu: bool = False):
         self.kernel = kernel
         self.func = func
         self.dev = dev
         self.threads = threads
+        self.cpu = cpu  # host memory: runs read and write the request's mapped files in place
 
 
 def _build(msg: dict, send) -> _Built | None:
@@ -179,6 +208,11 @@ def _build(msg: dict, send) -> _Built | None:
             return None
         res = cand[0]
     kernel = res.kernel
+    if not _TVM_HAS_ML_DTYPES and "bf16" in msg["source"]:
+        # the parent decides from the same text (session.needs_ml_dtypes): this is a leirc bug
+        fail(f"internal error: the worker for kernel '{kernel.name}' was started without ml_dtypes, "
+             f"which its bf16 arrays need")
+        return None
 
     import inspect
 
@@ -187,6 +221,7 @@ def _build(msg: dict, send) -> _Built | None:
     kw = {"cuda_arch": msg.get("cuda_arch", "sm_90"), "file": file}
     if msg.get("poison_intermediates") and "poison_intermediates" in inspect.signature(build).parameters:
         kw["poison_intermediates"] = True
+    _STAMPS["checked_at"] = time.time()
     send({"event": "building", "kernel": kernel.name})
     log = os.environ.get("LEIRC_WORKER_BUILD_LOG")
     if log:
@@ -213,14 +248,15 @@ def _build(msg: dict, send) -> _Built | None:
     except Exception as e:  # noqa: BLE001
         send({"ok": False, "error": f"cannot load kernel '{kernel.name}': {_short(e)}", "error_kind": "runtime"})
         return None
-    send({"ok": True, "kernel": kernel.name, "build_s": build_s, "ready_at": time.time(), "threads": threads, "target": built.target["kind"],
+    send({"ok": True, "kernel": kernel.name, "build_s": build_s, "ready_at": time.time(), "stamps": dict(_STAMPS),
+          "threads": threads, "target": built.target["kind"],
           "diagnostics": [x.to_json() for x in built.diagnostics],
           "inputs": [p.name for p in kernel.inputs], "outputs": [p.name for p in kernel.outputs]})
-    return _Built(kernel, func, dev, threads)
+    return _Built(kernel, func, dev, threads, cpu=built.target["kind"] != "cuda")
 
 
-def _load_set(d: str, files: dict) -> dict:
-    return {name: _load_npy(os.path.join(d, fn)) for name, fn in files.items()}
+def _load_set(d: str, files: dict, mode: str = "r") -> dict:
+    return {name: _load_npy(os.path.join(d, fn), mode) for name, fn in files.items()}
 
 
 def _run(d: str, b: _Built, msg: dict) -> dict:
@@ -229,16 +265,24 @@ def _run(d: str, b: _Built, msg: dict) -> dict:
     tvm = _t()
     k = b.kernel
     rid = int(msg["id"])
-    ins = _load_set(d, msg.get("inputs", {}))
+    in_files, out_req = msg.get("inputs", {}), msg.get("outputs", {})
+    # On the CPU the kernel works on the mapped request files themselves: inputs privately
+    # (copy-on-write: a write by the kernel changes this process's pages, never the file,
+    # so the file still holds what the parent sent), outputs shared (what the kernel wrote
+    # is the result file). A run of a 6.3M-element kernel then copies nothing.
+    ins = _as_declared(_load_set(d, in_files, "c" if b.cpu else "r"), k.inputs)
     err = _check_arrays(k, ins, k.inputs, "input")
     if err:
         return {"ok": False, "error": err, "error_kind": "runtime"}
-    outs = _load_set(d, msg.get("outputs", {}))
+    outs = _as_declared(_load_set(d, out_req, "r+" if b.cpu else "r"), k.outputs)
     err = _check_arrays(k, outs, k.outputs, "output")
     if err:
         return {"ok": False, "error": err, "error_kind": "runtime"}
-    args_in = [tvm.runtime.tensor(ins[p.name], b.dev) for p in k.inputs]
-    args_out = [tvm.runtime.tensor(outs[p.name], b.dev) for p in k.outputs]
+    shared_in = [_tensor_over(tvm, ins[p.name]) if b.cpu else None for p in k.inputs]
+    shared_out = [_tensor_over(tvm, outs[p.name]) if b.cpu else None for p in k.outputs]
+    args_in = [t if t is not None else tvm.runtime.tensor(ins[p.name], b.dev) for p, t in zip(k.inputs, shared_in)]
+    args_out = [t if t is not None else tvm.runtime.tensor(outs[p.name], b.dev)
+                for p, t in zip(k.outputs, shared_out)]
     _test_hook()
     t0 = time.perf_counter()
     try:
@@ -254,14 +298,20 @@ def _run(d: str, b: _Built, msg: dict) -> dict:
     if os.environ.get("LEIRC_WORKER_TEST_HOOK") == "mutate" and args_in:
         _mutate(args_in[0])
     out_files = {}
-    for i, (p, a) in enumerate(zip(k.outputs, args_out)):
+    for i, (p, a, shared) in enumerate(zip(k.outputs, args_out, shared_out)):
+        if shared is not None:
+            out_files[p.name] = out_req[p.name]
+            continue
         fn = f"r{rid}.result.{i}.npy"
         _save_npy(os.path.join(d, fn), a.numpy())
         out_files[p.name] = fn
     changed = {}
-    for i, (p, a) in enumerate(zip(k.inputs, args_in)):
-        after = a.numpy()
-        if not _same_bits(after, ins[p.name]):
+    for i, (p, a, shared) in enumerate(zip(k.inputs, args_in, shared_in)):
+        if shared is not None:
+            after, sent = ins[p.name], _load_npy(os.path.join(d, in_files[p.name])).view(ins[p.name].dtype)
+        else:
+            after, sent = a.numpy(), ins[p.name]
+        if not _same_bits(after, sent):
             fn = f"r{rid}.after.{i}.npy"
             _save_npy(os.path.join(d, fn), after)
             changed[p.name] = fn
@@ -275,7 +325,7 @@ def _time(d: str, b: _Built, msg: dict) -> dict:
 
     tvm = _t()
     k = b.kernel
-    sets = [_load_set(d, s) for s in msg["sets"]]
+    sets = [_as_declared(_load_set(d, s), k.inputs) for s in msg["sets"]]
     for s in sets:
         err = _check_arrays(k, s, k.inputs, "input")
         if err:
@@ -323,9 +373,29 @@ class ParentGone(BaseException):
     request's failure into a reply do not catch it."""
 
 
-def serve(d: str, reply_fd: int) -> int:
+def _import_tvm(with_ml_dtypes: bool) -> None:
+    """Import TVM. ``tvm_ffi`` imports ml_dtypes when it can, and ml_dtypes registers casts
+    between its ~20 dtypes at import: about 1 s of CPU, the largest single part of a
+    worker's start. Only bf16 arrays need it (as ``ml_dtypes.bfloat16``), so a worker for a
+    kernel without bf16 hides it during the import, as ``_tvm`` hides torch; ``import
+    ml_dtypes`` works normally afterwards, but this worker's TVM cannot convert bf16 arrays."""
+    from ._tvm import tvm as _t
+
+    hide = not with_ml_dtypes and "ml_dtypes" not in sys.modules
+    if hide:
+        sys.modules["ml_dtypes"] = None  # type: ignore[assignment]
     try:
-        return _serve(d, reply_fd)
+        _t()
+    finally:
+        if hide and sys.modules.get("ml_dtypes", 0) is None:
+            del sys.modules["ml_dtypes"]
+    global _TVM_HAS_ML_DTYPES
+    _TVM_HAS_ML_DTYPES = not hide
+
+
+def serve(d: str, reply_fd: int, with_ml_dtypes: bool = True) -> int:
+    try:
+        return _serve(d, reply_fd, with_ml_dtypes)
     except ParentGone:
         # killed without its cleanup (SIGKILL, a crash): the directory is ours to remove
         if os.path.basename(os.path.normpath(d)).startswith(SESSION_DIR_PREFIX):
@@ -333,7 +403,7 @@ def serve(d: str, reply_fd: int) -> int:
         return 0
 
 
-def _serve(d: str, reply_fd: int) -> int:
+def _serve(d: str, reply_fd: int, with_ml_dtypes: bool) -> int:
     reply = os.fdopen(reply_fd, "w", encoding="utf-8", buffering=1)
 
     def send(obj: dict) -> None:
@@ -344,9 +414,8 @@ def _serve(d: str, reply_fd: int) -> int:
             raise ParentGone from None
 
     # TVM's import is the bulk of the start-up; do it before the parent's first line arrives
-    from ._tvm import tvm as _t
-
-    _t()
+    _import_tvm(with_ml_dtypes)
+    _STAMPS["imported_at"] = time.time()
     built = None
     for line in sys.stdin:
         line = line.strip()
@@ -358,6 +427,7 @@ def _serve(d: str, reply_fd: int) -> int:
             return 0
         try:
             if op == "build":
+                _STAMPS["build_asked_at"] = time.time()
                 built = _build(msg, send)
                 if built is None:
                     return 0
@@ -389,18 +459,23 @@ def _serve(d: str, reply_fd: int) -> int:
 
 
 def main(argv: list[str]) -> int:
+    _STAMPS["main_at"] = time.time()
+    # the parent starts workers with its termination signals blocked (session._Worker)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m leirc.lower.worker")
     ap.add_argument("--serve", required=True, metavar="DIR")
     ap.add_argument("--reply-fd", type=int, required=True)
     ap.add_argument("--memory-limit-mb", type=int, default=0)
+    ap.add_argument("--no-ml-dtypes", action="store_true",
+                    help="import TVM without ml_dtypes (faster; no bf16 arrays, see _import_tvm)")
     a = ap.parse_args(argv)
     if a.memory_limit_mb:
         lim = int(a.memory_limit_mb) << 20
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     try:
-        return serve(a.serve, a.reply_fd)
+        return serve(a.serve, a.reply_fd, with_ml_dtypes=not a.no_ml_dtypes)
     except MemoryError:
         # before any request could answer (e.g. importing TVM under a tiny limit)
         print("MemoryError: out of memory in the worker", file=sys.stderr)
