@@ -9,7 +9,8 @@ For each candidate :meth:`Evaluator.evaluate`
    (``cache_dir``: SQLite, one row per key, written in one transaction);
 3. otherwise opens one :class:`leirc.lower.session.KernelSession` (one worker, one build;
    with ``prestart`` the worker comes from a :class:`~leirc.lower.session.WorkerPool`
-   that started it, TVM imported, during the previous evaluation),
+   that started it, TVM imported, during the previous evaluation; ``pool=`` is a pool the
+   caller owns, e.g. one it warmed before parsing anything, as ``leirc verify`` does),
    verifies through it against the *oracle* (:mod:`leirc.engine.oracles`): by default the
    interpreter run of the reference (:func:`leirc.verify.verify`, inputs and outputs per
    (seed, dist) from a :class:`~leirc.engine.refcache.CachedReference` kept across
@@ -44,7 +45,7 @@ from typing import Optional
 
 from .. import __version__
 from ..lower.runner import TimingResult
-from ..lower.session import KernelSession, WorkerPool, target_name
+from ..lower.session import DEFAULT_MEMORY_LIMIT_MB, KernelSession, WorkerPool, target_name
 from ..verify import VERIFY_PROTOCOL, VerifyReport
 from .oracles import InterpreterOracle, OracleError, pick_kernel
 from .refcache import CachedReference
@@ -202,11 +203,12 @@ class Evaluator:
 
     def __init__(self, target="llvm", *, seeds=(0, 1, 2), dists=None, time: bool = True,
                  cache_dir: Optional[str] = None, threads: Optional[int] = None, timeout: float = 120.0,
-                 memory_limit_mb: int = 8192, warmup: int = 3, repeat: int = 10, min_repeat_ms: float = 50.0,
+                 memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB, warmup: int = 3, repeat: int = 10, min_repeat_ms: float = 50.0,
                  rtol: Optional[float] = None, norm_tol: Optional[float] = None,
                  poison_intermediates: bool = False, max_references: int = 2,
                  reference_max_bytes: int = 1 << 30, build_timeout: Optional[float] = None,
-                 prestart: bool = True, verify_options: Optional[dict] = None):
+                 prestart: bool = True, verify_options: Optional[dict] = None,
+                 pool: Optional[WorkerPool] = None):
         if target_name(target) == "interp":
             raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
         self.target = target
@@ -231,14 +233,17 @@ class Evaluator:
         self.max_references = max(1, int(max_references))
         self.reference_max_bytes = int(reference_max_bytes)
         self._memo: dict = {}
-        # the next candidate's worker imports TVM while this one is verified
-        self.pool = WorkerPool(1) if prestart else None
+        # the next candidate's worker imports TVM while this one is verified; a caller's own
+        # pool (e.g. warmed before it parsed anything) replaces that, and stays the caller's
+        self._own_pool = pool is None and prestart
+        self.pool = pool if pool is not None else (WorkerPool(1) if prestart else None)
         self._refs: "OrderedDict[str, CachedReference]" = OrderedDict()
         self.stats = {"evaluations": 0, "memory_hits": 0, "disk_hits": 0, "sessions": 0, "builds": 0}
 
     def close(self) -> None:
-        """Stop the started spare worker (also done at interpreter exit)."""
-        if self.pool is not None:
+        """Stop the started spare worker (also done at interpreter exit); a pool given as
+        ``pool=`` is left to its owner."""
+        if self._own_pool:
             self.pool.close()
 
     def __enter__(self) -> "Evaluator":

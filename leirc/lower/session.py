@@ -22,9 +22,18 @@ After a crash, timeout or memory failure in a request the worker is gone (or kil
 next request starts a fresh worker and rebuilds. A failed build (any kind) is remembered and
 returned for every later request without building again.
 
+A worker can also be started before its kernel is known, by a :class:`WorkerPool`
+(:meth:`WorkerPool.warm`, or the spare each :meth:`WorkerPool.take` starts); the session
+that adopts it sends the build at once. A worker whose kernel text has no ``bf16`` imports
+TVM without ml_dtypes (:func:`needs_ml_dtypes`), about 1 s of CPU less. An adopted worker
+that died before its build began (killed while it imported TVM) is replaced once.
+
 Arrays travel as ``.npy`` files in the session directory (on ``/dev/shm`` when available,
 else the temporary directory; ``LEIRC_TMPDIR`` overrides), written completely before the
-request line is sent; replies come on a dedicated pipe. The directory is removed by
+request line is sent; replies come on a dedicated pipe. On the CPU the worker runs the
+kernel on the mapped files themselves (inputs copy-on-write, outputs in place), so it
+copies no array; bf16 arrays, which ``.npy`` stores as raw 2-byte voids, are viewed back as
+bf16 on both sides. The directory is removed by
 :meth:`close` (also on leaving the ``with`` block, by exception or not), when an unclosed
 session is garbage-collected, at interpreter exit, and when the process receives SIGTERM,
 SIGINT or SIGHUP whose handler was the default one (the handlers are installed by the first
@@ -56,7 +65,21 @@ import numpy as np
 from .runner import RunResult, TimingResult
 from .worker import SESSION_DIR_PREFIX
 
-__all__ = ["KernelSession", "WorkerPool", "classify_exit", "target_name", "session_base_dir"]
+__all__ = ["KernelSession", "WorkerPool", "classify_exit", "target_name", "session_base_dir", "needs_ml_dtypes",
+           "DEFAULT_MEMORY_LIMIT_MB"]
+
+#: ``RLIMIT_AS`` of a worker unless the caller gives another
+DEFAULT_MEMORY_LIMIT_MB = 8192
+#: the termination signals whose default handling is replaced (see the module docstring)
+_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def needs_ml_dtypes(source) -> bool:
+    """Whether the worker for ``source`` must import TVM with ml_dtypes: only bf16 arrays
+    need it, and a dtype is always spelled out in LEIR text, so a text without ``bf16`` never
+    does (a mention in a comment only costs the import, ~1 s of CPU; see
+    :func:`leirc.lower.worker._import_tvm`). ``source``: str, or the bytes of a file."""
+    return (b"bf16" if isinstance(source, (bytes, bytearray)) else "bf16") in source
 
 
 def target_name(target) -> str:
@@ -117,6 +140,16 @@ def _stderr_note(stderr: str) -> str:
     return "\n" + "\n".join(lines[-6:])
 
 
+def _like(a: np.ndarray, sent) -> np.ndarray:
+    """``a`` with the dtype of the array sent for it: ``.npy`` has no bfloat16, so such an
+    array comes back as raw 2-byte voids."""
+    want = getattr(sent, "dtype", None)
+    if (want is not None and a.dtype != want and a.dtype.kind == "V" and a.dtype.fields is None
+            and want.itemsize == a.dtype.itemsize):
+        return a.view(want)
+    return a
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     """A read-only view: an input the kernel left unchanged is the caller's own array."""
     v = a.view()
@@ -133,21 +166,27 @@ _EOF = object()
 class _Worker:
     """One incarnation of the worker process and its two pipes."""
 
-    def __init__(self, d: str, gen: int, env: dict, memory_limit_mb: int):
+    def __init__(self, d: str, gen: int, env: dict, memory_limit_mb: int, ml_dtypes: bool = True):
         self.err_path = os.path.join(d, f"stderr.{gen}.txt")
         r, w = os.pipe()
+        # A Ctrl-C between the fork and the moment its owner knows the process would leave
+        # the worker running: the termination signals wait until it is in _PROCS, which
+        # atexit and the signal handlers stop (the worker unblocks them first thing).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
         try:
             with open(self.err_path, "wb") as errf:
                 self.p = subprocess.Popen(
                     [sys.executable, "-m", "leirc.lower.worker", "--serve", d, "--reply-fd", str(w),
-                     "--memory-limit-mb", str(int(memory_limit_mb or 0))],
+                     "--memory-limit-mb", str(int(memory_limit_mb or 0))] + ([] if ml_dtypes else ["--no-ml-dtypes"]),
                     stdin=subprocess.PIPE, stdout=errf, stderr=errf, env=env, start_new_session=True,
                     pass_fds=(w,), close_fds=True)
+            _PROCS[self.p.pid] = (os.getpid(), self.p)
         except BaseException:
             os.close(r)
             raise
         finally:
             os.close(w)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self.rfd = r
         self.buf = b""
         self.dead = False
@@ -192,11 +231,7 @@ class _Worker:
 
     def kill(self) -> None:
         """Kill the whole process group (the worker and anything it started)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group has already exited
-            os.killpg(self.p.pid, signal.SIGKILL)
-        # a process stuck in the kernel (uninterruptible) cannot be waited for: leave it
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.p.wait(timeout=30)
+        _kill_group(self.p)
         self.close_pipes()
 
     def close_pipes(self) -> None:
@@ -235,15 +270,30 @@ class _State:
 
 
 _LIVE: dict = {}
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: pid -> (owner pid, Popen) of every worker started and not yet killed
+_PROCS: dict = {}
 _PREVIOUS: dict = {}
 _install_lock = threading.Lock()
 _installed = False
 
 
+def _kill_group(p: subprocess.Popen) -> None:
+    """Kill a worker's whole process group (the worker and anything it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group has already exited
+        os.killpg(p.pid, signal.SIGKILL)
+    # a process stuck in the kernel (uninterruptible) cannot be waited for: leave it
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(timeout=30)
+    _PROCS.pop(p.pid, None)
+
+
 def _cleanup_all() -> None:
     for st in list(_LIVE.values()):
         st.cleanup()
+    # workers whose owner never learnt of them (a signal right after the start)
+    for owner, p in list(_PROCS.values()):
+        if owner == os.getpid():
+            _kill_group(p)
 
 
 def _on_signal(signum, frame) -> None:
@@ -297,44 +347,81 @@ class WorkerPool:
     """Started workers (TVM imported, no kernel yet) for the next sessions to adopt.
 
     Starting a worker is mostly importing TVM (1.5 s on an idle machine, far more on a
-    loaded one); a loop over candidates that takes its session's worker from a pool pays it
-    while the previous candidate is being verified. Each :meth:`take` starts the next
-    spare. A spare is only handed to a session with the same environment and memory limit
-    (so thread counts and test hooks set later are honoured); others are stopped. Spares
-    are cleaned up like sessions (close, atexit, signals)."""
+    loaded one). A loop over candidates that takes its session's worker from a pool pays it
+    while the previous candidate is being verified: each :meth:`take` starts the next
+    ``size`` spares, for the parameters it was asked for. A one-shot client (``leirc
+    verify``) uses ``WorkerPool(0)`` and :meth:`warm` first thing, so that TVM is imported
+    while it parses, checks and computes the reference outputs; its one take starts nothing.
+
+    A spare is only handed to a session with the same environment and memory limit (so
+    thread counts and test hooks set later are honoured), and one started without ml_dtypes
+    only to a session that does not need it (:func:`needs_ml_dtypes`); others are stopped. A spare that died (killed, out of memory) is replaced. Spares are cleaned up
+    like sessions (close, atexit, signals)."""
 
     def __init__(self, size: int = 1):
         self.size = max(0, int(size))
         self._spares: list = []  # (key, _State)
         self._closed = False
+        self.started = 0  # workers started by this pool, spares and replacements
 
     @staticmethod
-    def _key(env: dict, memory_limit_mb) -> tuple:
-        return tuple(sorted(env.items())), int(memory_limit_mb or 0)
+    def _key(env: dict, memory_limit_mb, ml_dtypes: bool = True) -> tuple:
+        return tuple(sorted(env.items())), int(memory_limit_mb or 0), bool(ml_dtypes)
 
-    def take(self, env: dict, memory_limit_mb) -> Optional[_State]:
-        """A started worker for this environment (or None), and start the next spare."""
-        if self._closed:
-            return None
-        key = self._key(env, memory_limit_mb)
+    @staticmethod
+    def _serves(spare: tuple, wanted: tuple) -> bool:
+        # a worker with ml_dtypes serves every kernel; one without, only kernels without bf16
+        return spare[:2] == wanted[:2] and (spare[2] or not wanted[2])
+
+    def _spawn(self, key: tuple, env: dict, memory_limit_mb, ml_dtypes: bool) -> None:
+        st = _new_state()
+        try:
+            st.worker = _Worker(st.dir, 0, env, memory_limit_mb, ml_dtypes)
+        except BaseException:
+            st.cleanup()
+            raise
+        self.started += 1
+        self._spares.append((key, st))
+
+    def _sweep(self, key: tuple) -> Optional[_State]:
+        """Keep the live spares that serve ``key`` (stop the others); pop and return one."""
         got, keep = None, []
         for k, st in self._spares:
             alive = st.worker is not None and st.worker.p.poll() is None
-            if got is None and k == key and alive:
-                got = st
-            elif k == key and alive:
-                keep.append((k, st))
+            if alive and self._serves(k, key):
+                if got is None:
+                    got = st
+                else:
+                    keep.append((k, st))
             else:
                 st.cleanup()
         self._spares = keep
+        return got
+
+    def warm(self, *, threads: Optional[int] = None, memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
+             ml_dtypes: bool = True, count: int = 1) -> None:
+        """Start workers now, until ``count`` live spares wait for sessions with these
+        parameters (those of :class:`KernelSession`; ``ml_dtypes``: see
+        :func:`needs_ml_dtypes`). Spares started for other parameters are stopped."""
+        if self._closed:
+            raise ValueError("the worker pool is closed")
+        _install_handlers()
+        env = _worker_env(threads)
+        key = self._key(env, memory_limit_mb, ml_dtypes)
+        got = self._sweep(key)
+        if got is not None:
+            self._spares.insert(0, (key, got))
+        while len(self._spares) < max(1, int(count)):
+            self._spawn(key, env, memory_limit_mb, ml_dtypes)
+
+    def take(self, env: dict, memory_limit_mb, ml_dtypes: bool = True) -> Optional[_State]:
+        """A started worker for these parameters (or None), and start the next spares."""
+        if self._closed:
+            return None
+        key = self._key(env, memory_limit_mb, ml_dtypes)
+        got = self._sweep(key)
         while len(self._spares) < self.size:
-            st = _new_state()
-            try:
-                st.worker = _Worker(st.dir, 0, env, memory_limit_mb)
-            except BaseException:
-                st.cleanup()
-                raise
-            self._spares.append((key, st))
+            self._spawn(key, env, memory_limit_mb, ml_dtypes)
         return got
 
     def spare_pids(self) -> list:
@@ -363,7 +450,7 @@ class KernelSession:
     :meth:`close`."""
 
     def __init__(self, source: str, *, kernel: Optional[str] = None, target="llvm", threads: Optional[int] = None,
-                 timeout: float = 120.0, memory_limit_mb: int = 8192, file: str = "<input>",
+                 timeout: float = 120.0, memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB, file: str = "<input>",
                  cuda_arch: str = "sm_90", poison_intermediates: bool = False,
                  build_timeout: Optional[float] = None, pool: Optional["WorkerPool"] = None):
         self.source = source
@@ -388,8 +475,12 @@ class KernelSession:
         self._closed = False
         self._lock = threading.RLock()
         self.pool = pool
+        self._ml_dtypes = needs_ml_dtypes(source)
         _install_handlers()
-        st = pool.take(self._env(), self.memory_limit_mb) if pool is not None else None
+        st = pool.take(self._env(), self.memory_limit_mb, self._ml_dtypes) if pool is not None else None
+        # a worker started elsewhere may have died before our build began (killed while it
+        # imported TVM): that says nothing about this kernel, so it is replaced once
+        self._adopted = st is not None
         self._state = st if st is not None else _new_state()
         self._finalizer = weakref.finalize(self, _State.cleanup, self._state)
         try:
@@ -438,7 +529,7 @@ class KernelSession:
 
     def _start(self) -> None:
         self._gen += 1
-        self._state.worker = _Worker(self._state.dir, self._gen, self._env(), self.memory_limit_mb)
+        self._state.worker = _Worker(self._state.dir, self._gen, self._env(), self.memory_limit_mb, self._ml_dtypes)
         self._send_build()
 
     def _send_build(self) -> None:
@@ -485,6 +576,12 @@ class KernelSession:
                 return self._failure
             if msg is _EOF:
                 rc = w.returncode()
+                if self._adopted and self._building is None:
+                    self._adopted = False
+                    self._drop_worker()
+                    self._start()
+                    w = self._state.worker
+                    continue
                 self._failure = classify_exit(rc, tail(w.err_path), self._what_building())
                 self._drop_worker()
                 return self._failure
@@ -492,6 +589,7 @@ class KernelSession:
                 self._building = msg.get("kernel")
                 continue
             if msg.get("ok"):
+                self._adopted = False
                 self._ready = msg
                 self._last_ready = msg
                 # measured by the worker's clock, so a parent busy elsewhere does not inflate it
@@ -608,9 +706,10 @@ class KernelSession:
                 return RunResult(False, error=fail[0], error_kind=fail[1])
             if not rep.get("ok"):
                 return RunResult(False, error=rep.get("error"), error_kind=rep.get("error_kind"))
-            outs = {n: self._load(fn) for n, fn in rep["outputs"].items()}
+            outs = {n: _like(self._load(fn), outputs.get(n)) for n, fn in rep["outputs"].items()}
             changed = rep.get("inputs_changed", {})
-            after = {n: (self._load(changed[n]) if n in changed else _readonly(a)) for n, a in arrays_in.items()}
+            after = {n: (_like(self._load(changed[n]), a) if n in changed else _readonly(a))
+                     for n, a in arrays_in.items()}
         except (OSError, ValueError) as e:
             return RunResult(False, error=f"cannot read the worker's results: {e}", error_kind="runtime")
         finally:
