@@ -120,7 +120,6 @@ def _g(x) -> str:
 
 def run(args) -> int:
     from ..interp.inputs import DISTS
-    from ..verify import verify
 
     try:
         try:
@@ -145,11 +144,29 @@ def run(args) -> int:
         raise CliError(f"unknown distribution(s) {', '.join(bad)} (expected {', '.join(DISTS)})", 2)
     if args.kernel_file == "-" and args.other == "-":
         raise CliError("only one program can come from standard input", 2)
-    sources = []
+    texts = []
     for path in [args.kernel_file] + ([args.other] if args.other else []):
         data, err = read_input(path)
         if err:
             raise CliError(err, 2, kind="io")
+        texts.append((path, data))
+    if args.target == "interp":
+        return _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains, None)
+    # The worker's start (importing TVM) is the longest part of a verification: start it
+    # before anything else, so that it runs while this process checks the programs and
+    # computes the reference outputs. Programs with errors only cost a worker killed early.
+    from ..lower.session import WorkerPool, needs_ml_dtypes
+
+    with WorkerPool(0) as pool:
+        pool.warm(threads=args.threads, ml_dtypes=needs_ml_dtypes(texts[0][1]))
+        return _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains, pool)
+
+
+def _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains, pool) -> int:
+    from ..verify import verify
+
+    sources = []
+    for path, data in texts:
         name = "<stdin>" if path == "-" else path
         cf = check_text(data, name)
         diags = cf.diagnostics
@@ -186,7 +203,7 @@ def run(args) -> int:
 
         opts = {"probes": probes, "domains": domains or None, "oracle": args.oracle}
         with Evaluator(args.target, seeds=seeds, dists=dists, time=False, rtol=rtol, norm_tol=norm_tol,
-                       timeout=timeout, prestart=False, verify_options=opts, threads=args.threads) as ev, \
+                       timeout=timeout, pool=pool, verify_options=opts, threads=args.threads) as ev, \
                 progress.bar(total=0, desc="verify") as bar:
             def on_run(done, planned, label):
                 bar.update(1, desc=label, total=planned)

@@ -616,6 +616,26 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
             if j not in started:
                 started.add(j)
                 pending[j] = ahead.submit(stage, j)
+        queue_repeat(start)
+
+    # The repeated run (see below) needs only the first run's inputs: once that run passed
+    # and the last planned run is in flight, its call is queued behind it, so the worker
+    # runs it while this thread still compares the last runs (a probe's worst-case bound is
+    # the longest of those). The worker still sees it after every planned run.
+    repeat: dict = {}
+
+    def queue_repeat(start: int) -> None:
+        if (pipelined and "future" not in repeat and first is not None and first[4]
+                and start + depth > len(plan) and not failed_run.is_set()):
+            repeat["future"] = ahead.submit(repeat_call, pending.get(len(plan) - 1))
+
+    def repeat_call(last):
+        if last is not None:
+            try:
+                last.result()
+            except Exception:  # noqa: BLE001 - the main thread reports it; only the order matters here
+                pass
+        return None if failed_run.is_set() else call(first[0], False)
 
     started: set = set()
     try:
@@ -645,6 +665,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
                 break
             if first is None and probe is None:
                 first = (inputs, ref_out, ref_unw, label, r[0], r[1])
+                queue_repeat(i + 1)
     except KeyboardInterrupt:
         # keep what was checked: the caller prints a partial report and says it was interrupted
         rep.interrupted = stop = True
@@ -656,7 +677,11 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     if not stop and first is not None and first[4] and runner is not interp_runner:
         inputs, ref_out, ref_unw, label, _, first_outs = first
         n_before = len(fails)
-        r = check_run(inputs, ref_out, ref_unw, label + ", repeated", False, same_as=first_outs)
+        fut = repeat.get("future")
+        # None: not queued, cancelled by the shutdown before it started, or skipped behind
+        # a failed call; then it is made here, as without the pipeline
+        queued = fut.result() if fut is not None and not fut.cancelled() else None
+        r = check_run(inputs, ref_out, ref_unw, label + ", repeated", False, same_as=first_outs, ran=queued)
         ran(label + ", repeated")
         if r is not None and len(fails) > n_before:
             fail(f"output depends on previous run: repeating the first run ({label}) with fresh buffers "
