@@ -114,8 +114,14 @@ def test_sigkill_mid_search_then_resume_repeats_no_finished_evaluation(tmp_path)
     assert _rows(state) == 1 + evaluations
 
 
+def _builds(log) -> int:
+    return len(open(log).read().splitlines()) if os.path.exists(log) else 0
+
+
 @pytest.mark.slow
-def test_parallel_builds_time_one_at_a_time_and_agree_with_the_sequential_path():
+def test_parallel_builds_time_one_at_a_time_and_agree_with_the_sequential_path(tmp_path, monkeypatch):
+    log = str(tmp_path / "builds.log")
+    monkeypatch.setenv("LEIRC_WORKER_BUILD_LOG", log)  # the worker writes one line per build
     p = Program.from_text(ROWSUM)
     cands = [p.apply(s).program.print() for s in
              [Step.make("loop_parallelization", loop="N0.i"), Step.make("loop_reorder", loop="N0.i", order="j,i")]]
@@ -123,12 +129,44 @@ def test_parallel_builds_time_one_at_a_time_and_agree_with_the_sequential_path()
     ev = CandidateEvaluator(ROWSUM, workers=2, threads=1)
     try:
         out = ev.evaluate_batch([(c, "bitwise") for c in cands] + [(bad, None)])
+        assert ev.open_sessions() == 2  # the correct candidates stay built for re-timing
     finally:
         ev.close()
     assert [e.ok for e in out] == [True, True, False]
     assert out[2].error_kind == "mismatch"
     assert all(e.timing is not None and e.timing.ok for e in out[:2])
-    assert ev.stats["parallel_batches"] == 1 and ev.stats["timing_builds"] == 2
+    # one build per candidate: verified in parallel, then timed in the same sessions
+    assert ev.stats["parallel_batches"] == 1 and _builds(log) == 3 and ev.stats["builds"] == 3
+
+
+@pytest.mark.slow
+def test_one_build_serves_verification_timing_and_interleaved_retiming(tmp_path, monkeypatch):
+    from leirc.lang.printer import PRETTY
+
+    log = str(tmp_path / "builds.log")
+    monkeypatch.setenv("LEIRC_WORKER_BUILD_LOG", log)
+    p = Program.from_text(ROWSUM)
+    root = p.print(PRETTY)
+    par = p.apply(Step.make("loop_parallelization", loop="N0.i")).program.print(PRETTY)
+    cache = str(tmp_path / "cache")
+    ev = CandidateEvaluator(root, threads=2, cache_dir=cache)
+    try:
+        r, c = ev.evaluate_batch([(root, None), (par, "bitwise")])
+        assert r.ok and c.ok and r.verify.equal and c.verify.equal
+        pair = ev.paired(root, par, rounds=2)
+        assert pair is not None and pair.rounds == 2 and pair.a_ms > 0 and pair.b_ms > 0
+        assert _builds(log) == 2 and ev.stats["rebuilds_for_timing"] == 0
+    finally:
+        ev.close()
+    # another run on the same cache: the verification is reused, the timing is measured again
+    ev2 = CandidateEvaluator(root, threads=2, cache_dir=cache)
+    try:
+        [again] = ev2.evaluate_batch([(par, "bitwise")])
+    finally:
+        ev2.close()
+    assert ev2.stats["verified_from_cache"] == 1 and again.ok and not again.cached
+    assert again.timing.ok and again.timing.runs != c.timing.runs
+    assert _builds(log) == 3  # a build to time it, no verification run
 
 
 def test_memory_cli_show_export_import_reset(tmp_path, capsys):

@@ -6,8 +6,18 @@ A node is a :class:`leirc.engine.Program` reached from the root by checked steps
 one program are one node, and a step that undoes the parent's (an inverse pair, or any step
 back to a program already seen) is never evaluated. Every candidate is evaluated against the
 *root* program (the oracle is the interpreter running the original): verified, then timed.
-A child *improves* on its parent when it verified and its time is below the parent's by more
-than the noise (``min_gain`` or twice the combined relative spread of the two timings).
+
+Timings taken minutes apart on a shared machine differ by more than most steps gain, so one
+timing per candidate only *screens*: a child that looks faster than its parent (by
+``min_gain``) is timed again next to the parent, alternately in short rounds
+(:meth:`CandidateEvaluator.paired <leirc.search.evaluate.CandidateEvaluator.paired>`), and
+it *improves* on its parent when the median ratio of those rounds beats the noise
+(``min_gain`` or twice the ratio's spread). A node's speedup estimate is the product of the
+paired ratios from the root. At the end the best node is timed against the root the same way;
+that ratio is the reported speedup, and a best that does not beat the root beyond the noise
+is not reported as a win. Timings from an earlier process (resumed state) are measured again
+before a new child is compared with them; verdicts are stored with the evaluations, so a
+resumed search replays them instead of measuring again.
 
 One ``random.Random(seed)`` drives every choice (menu dropout, HTAM's policy); the seed is
 recorded. With equal timings, the same seed and budget give the same trajectory; resuming a
@@ -21,7 +31,8 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from ..engine.evaluate import Evaluation
@@ -30,6 +41,7 @@ from ..lang.printer import PRETTY
 from ..strategies import NotApplicable, Step
 from .constants import ALGORITHMS, PROPOSERS
 from .directions import direction_of, undoes
+from .evaluate import CONFIRM_ROUNDS, PAIR_ROUNDS, Paired
 
 NUMERICS_ORDER = ("bitwise", "exact-in-reals", "approximate")
 #: a candidate twice as fast always counts as faster, however noisy the timings were
@@ -66,6 +78,10 @@ class SearchOptions:
     # the LLM proposers' endpoint and models (a leirc.llm.LLMConfig; it names the API key's
     # environment variable, never holds the key)
     llm: Optional[object] = None
+    # time the candidates on an RPC server that TVM's tracker at rpc ("HOST:PORT") hands out
+    # for rpc_key (verification stays local); None: time here
+    rpc: Optional[str] = None
+    rpc_key: Optional[str] = None
 
     def __post_init__(self):
         if self.algo not in ALGORITHMS:
@@ -77,13 +93,27 @@ class SearchOptions:
             raise ValueError("a search needs a budget: evaluations, wall-clock time, or both")
         if not 0.0 < self.keep <= 1.0:
             raise ValueError("menu dropout: the keep probability must be in (0, 1]")
+        if (self.rpc is None) != (self.rpc_key is None):
+            raise ValueError("remote timing needs both the tracker (--rpc HOST:PORT) and the device key (--key)")
+        if self.rpc is not None:
+            from ..lower.rpc import parse_address
+
+            parse_address(self.rpc)
 
     def config(self) -> dict:
         """What decides the trajectory (compared on --resume; budgets may grow)."""
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("budget", "time_limit", "resume", "state", "memory", "cache_dir", "workers", "llm")} | {
+                if k not in ("budget", "time_limit", "resume", "state", "memory", "cache_dir", "workers", "llm", "rpc",
+                             "rpc_key")} | {
             "proposers": list(self.proposers), "strategies": None if self.strategies is None else list(self.strategies),
-            "llm": None if self.llm is None else self.llm.to_json()}
+            # the models and how they are asked decide the answers; where the endpoint is, how
+            # long to wait and whether to replay from the cache do not (an offline resume is the
+            # same search)
+            "llm": None if self.llm is None else {k: v for k, v in self.llm.to_json().items() if k in LLM_DECIDES}}
+
+
+#: the LLMConfig fields that decide a search's trajectory
+LLM_DECIDES = ("models", "weights", "mode", "temperature", "max_tokens", "seed")
 
 
 @dataclass(eq=False)
@@ -105,6 +135,12 @@ class Node:
     visits: int = 0
     value: float = 0.0
     closed: bool = False  # MCTS: no further expansion of this node
+    # the verdict against ``base``: None until judged; ``pair`` the interleaved re-timing
+    # (None when the screen did not call for one, or for evaluators that cannot re-time)
+    accepted: Optional[bool] = None
+    pair: Optional[Paired] = None
+    rel: Optional[float] = None  # estimated time relative to the root (product of the ratios)
+    refreshed: bool = False  # a timing from another process measured again in this one
 
     @property
     def fingerprint(self) -> str:
@@ -169,9 +205,62 @@ class SearchResult:
     # per proposer that keeps statistics (the LLM proposers: calls, tokens, rejected answers by reason)
     proposer_stats: dict = field(default_factory=dict)
 
+    # the final interleaved timing of the best against the root (None: not run, e.g. no
+    # step beat the root, interrupted, or an evaluator that cannot re-time)
+    confirmation: Optional[Paired] = None
+    # the best node before the confirmation (the result's best is the root when it failed)
+    candidate: Optional["Node"] = None
+    timed_on: str = "local"  # where the timings were measured ("local", rpc://HOST:PORT/KEY)
+
     @property
     def speedup(self) -> float:
+        if self.best is self.root:
+            return 1.0
+        if self.confirmation is not None:
+            return self.confirmation.speedup
+        if self.best.rel:
+            return 1.0 / self.best.rel
         return (self.root.ms / self.best.ms) if self.root.ms and self.best.ms else 1.0
+
+    @property
+    def speedup_spread(self) -> Optional[float]:
+        """Relative spread of the reported speedup (None when it was not re-measured)."""
+        return self.confirmation.spread if self.confirmation is not None and self.best is not self.root else None
+
+    @property
+    def root_ms(self) -> Optional[float]:
+        """The root's time, from the confirmation when there was one."""
+        return self.confirmation.a_ms if self.confirmation is not None else self.root.ms
+
+    @property
+    def best_ms(self) -> Optional[float]:
+        if self.best is self.root:
+            return self.root_ms
+        return self.confirmation.b_ms if self.confirmation is not None else self.best.ms
+
+    def table(self) -> list[str]:
+        """The final table (input, best, speedup with its spread, steps), one line each."""
+        sp = self.speedup_spread
+        how = (f" +-{100 * sp:.2g}% (interleaved re-timing, {self.confirmation.rounds} rounds)" if sp is not None
+               else "")
+        lines = [f"  {'input (-O0)':14} {self.root_ms:.4g} ms"]
+        o1 = next((n for n in self.nodes if n.evaluation is not None and n.parent is not None
+                   and getattr(n.proposal, "source", None) == "o1"), None)
+        if o1 is not None and o1.ok:
+            if o1.pair is not None and o1.base is self.root:
+                lines.append(f"  {'-O1':14} {o1.pair.b_ms:.4g} ms  x{o1.pair.speedup:.3g} +-{100 * o1.pair.spread:.2g}% "
+                             "(interleaved with the input)")
+            else:
+                lines.append(f"  {'-O1':14} {o1.ms:.4g} ms  x{self.root.ms / o1.ms:.3g} (one timing"
+                             f"{'' if o1.accepted else ', not beyond the noise of the input'})")
+        elif o1 is not None:
+            lines.append(f"  {'-O1':14} failed: {o1.evaluation.error_kind}")
+        if self.candidate is not None and self.best is self.root:
+            lines.append(f"  {'best found':14} not confirmed against the input "
+                         f"(x{self.confirmation.speedup:.3g} +-{100 * self.confirmation.spread:.2g}%): kept the input"
+                         if self.confirmation is not None else f"  {'best found':14} not confirmed: kept the input")
+        lines.append(f"  {'best':14} {self.best_ms:.4g} ms  x{self.speedup:.3g}{how}  ({len(self.steps)} step(s))")
+        return lines
 
     @property
     def steps(self) -> list:
@@ -199,14 +288,19 @@ class SearchResult:
         return {"kernel": self.root.program.kernel.name, "algo": self.options.algo, "seed": self.seed,
                 "proposers": list(self.options.proposers), "target": self.options.target,
                 "evaluations": self.evaluations, "fresh_evaluations": self.fresh, "seconds": round(self.seconds, 3),
-                "stopped": self.stopped, "root_ms": self.root.ms, "best_ms": self.best.ms, "speedup": self.speedup,
+                "stopped": self.stopped, "root_ms": self.root_ms, "best_ms": self.best_ms, "speedup": self.speedup,
+                "speedup_spread": self.speedup_spread,
+                "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
+                "timed_on": self.timed_on,
                 "best_fingerprint": self.best.fingerprint, "steps": [s.to_json() for s in self.best.steps],
                 "trajectory": self.trajectory(), "history": [list(h) for h in self.history],
                 "warnings": list(self.warnings), "proposer_stats": self.proposer_stats,
                 "candidates": [{"id": n.id, "parent": n.parent.id if n.parent else None,
                                 "step": str(n.step) if n.step else None, "ok": n.ok,
                                 "error_kind": n.evaluation.error_kind if n.evaluation else None,
-                                "ms": n.ms} for n in self.nodes if n.evaluation is not None]}
+                                "ms": n.ms, "accepted": n.accepted, "rel": n.rel,
+                                "paired": None if n.pair is None else n.pair.to_json()}
+                               for n in self.nodes if n.evaluation is not None]}
 
 
 class SearchError(Exception):
@@ -242,10 +336,23 @@ class Search:
         if evaluator is None:
             from .evaluate import CandidateEvaluator
 
+            remote = None
+            if options.rpc is not None:
+                from ..lower.rpc import RemoteTimer
+
+                remote = RemoteTimer(options.rpc, options.rpc_key, target=options.target, timeout=options.timeout)
             evaluator = CandidateEvaluator(self.root_text, target=options.target, threads=options.threads,
                                            workers=options.workers, cache_dir=options.cache_dir,
-                                           timeout=options.timeout)
+                                           timeout=options.timeout, remote=remote)
         self.evaluator = evaluator
+        self.timed_on = getattr(evaluator, "timed_on", "local")
+        if hasattr(evaluator, "pin"):
+            evaluator.pin(self.root_text)  # the final confirmation times the best against it
+        self._final: Optional[Node] = None
+        self._candidate: Optional[Node] = None
+        self._confirmation: Optional[Paired] = None
+        # which process measured a stored timing (timings of other runs are re-measured)
+        self.run_id = f"{os.getpid()}-{time.time_ns()}"
         self.proposer = proposer if proposer is not None else self._proposer()
         self.nodes: list[Node] = []
         self.by_fp: dict[str, Node] = {}
@@ -379,12 +486,15 @@ class Search:
                 self.fresh += 1
                 if self.store is not None:
                     self.store.add_evaluation(n.fingerprint, n.base.fingerprint if n.base else None,
-                                              [s.to_json() for s in n.steps], ev.to_json())
+                                              [s.to_json() for s in n.steps], self._stored(ev))
         for n in part:
             self.evaluations += 1
+            self._log_evaluation(n)
             base = n.base
             if base is not None:
-                gain = math.log(base.ms / n.ms) if n.ok and base.ms else None
+                self._judge(n)
+                ratio = n.pair.ratio if n.pair is not None else ((n.ms / base.ms) if n.ok and base.ms else None)
+                gain = -math.log(ratio) if ratio else None
                 m = n
                 while m is not base:  # each step of a multi-step proposal shares the credit
                     self.memory.record(m.parent.directions, m.step.name, gain, persist=not n.replayed)
@@ -392,30 +502,116 @@ class Search:
                 self.proposer.observe(base, n.step, n.evaluation)
             self._report(n)
 
-    def _report(self, n: Node) -> None:
-        best = self.best()
-        sp = (self.root.ms / best.ms) if self.root.ms and best.ms else 1.0
-        self.history.append((self.evaluations, sp))
+    def _stored(self, ev: Evaluation) -> dict:
+        """An evaluation as the state file keeps it: with which run measured its timing."""
+        return ev.to_json() | {"measured": {"run": self.run_id, "at": time.time(), "on": self.timed_on}}
+
+    def _log_evaluation(self, n: Node) -> None:
         e = n.evaluation
         what = f"{n.ms:.4g} ms (x{self.root.ms / n.ms:.3g})" if n.ok and self.root.ms else f"failed: {e.error_kind}"
         self.log(f"[{self.evaluations}] {' -> '.join(str(s) for s in n.steps) or 'root'}: {what}"
                  f"{' (replayed)' if n.replayed else ''}")
+
+    def _report(self, n: Node) -> None:
+        best = self.best()
+        sp = 1.0 / best.rel if best.rel else 1.0
+        self.history.append((self.evaluations, sp))
         if self._bar is not None:
             self._bar.update(1)
             self._bar.set_postfix_str(f"best x{sp:.3g}")
 
+    def _judge(self, n: Node) -> None:
+        """Decide whether ``n`` improves on its base (see the module docstring); sets
+        ``n.accepted``, ``n.pair`` and ``n.rel``, and records the verdict in the store."""
+        base = n.base
+        if not n.ok or not base.ok:
+            n.accepted = False
+            return
+        pairing = hasattr(self.evaluator, "paired")
+        stored = self.store.pair(n.fingerprint, base.fingerprint) if self.store is not None and n.replayed else None
+        if stored is not None:
+            n.accepted = bool(stored["accepted"])
+            n.pair = Paired.from_json(stored["paired"]) if stored.get("paired") else None
+        elif not pairing:  # an evaluator that cannot re-time: the two timings' own spreads
+            n.accepted = self.improves_single(n, base)
+        else:
+            if not n.replayed:
+                self._refresh(base)
+            looks = n.ms < base.ms * (1.0 - self.options.min_gain)
+            if looks:
+                n.pair = self._paired(base.text(), n.text(), PAIR_ROUNDS)
+            n.accepted = n.pair is not None and n.pair.beats(self.options.min_gain, MAX_NOISE)
+            if self.store is not None:
+                self.store.add_pair(n.fingerprint, base.fingerprint,
+                                    {"accepted": n.accepted, "paired": None if n.pair is None else n.pair.to_json(),
+                                     "screen": [base.ms, n.ms], "run": self.run_id})
+            if n.pair is not None:
+                self.log(f"  re-timed next to its parent ({n.pair.rounds} rounds): x{n.pair.speedup:.3g} "
+                         f"+-{100 * n.pair.spread:.2g}% -> {'accepted' if n.accepted else 'within the noise'}")
+        ratio = n.pair.ratio if n.pair is not None else n.ms / base.ms
+        n.rel = base.rel * ratio if base.rel is not None else None
+        # only accepted nodes become parents (MCTS expands any child that ran)
+        if not n.accepted and self.options.algo != "mcts" and hasattr(self.evaluator, "release"):
+            self.evaluator.release(n.text())
+
+    def _paired(self, text_a: str, text_b: str, rounds: int) -> Optional[Paired]:
+        """Time a and b alternately; a comparison that looks like a gain but is not yet out of
+        the noise gets as many rounds again, once (a busy machine needs more rounds)."""
+        t0 = time.monotonic()
+        try:
+            p = self.evaluator.paired(text_a, text_b, rounds)
+            if p is not None and not p.beats(self.options.min_gain, MAX_NOISE) and \
+                    p.ratio < 1.0 - self.options.min_gain:
+                more = self.evaluator.paired(text_a, text_b, rounds)
+                if more is not None:
+                    p = p.merged(more)
+            return p
+        finally:
+            self._fresh_s += time.monotonic() - t0
+
+    def _refresh(self, node: Node) -> None:
+        """A timing measured by another process is measured again before a new child is
+        compared with it."""
+        if node.refreshed or not (node.replayed or (node.evaluation is not None and node.evaluation.cached)):
+            return
+        if not hasattr(self.evaluator, "retime"):
+            return
+        t0 = time.monotonic()
+        tr = self.evaluator.retime(node.text())
+        self._fresh_s += time.monotonic() - t0
+        node.refreshed = True
+        if tr.ok:
+            old = node.ms
+            node.evaluation = replace(node.evaluation, timing=tr, cached=False)
+            self.log(f"  timed again in this run: {old:.4g} -> {node.ms:.4g} ms")
+
     def improves(self, child: Node, parent: Node) -> bool:
+        """The verdict of ``child`` against ``parent`` (its base: judged once, see
+        :meth:`_judge`)."""
+        if parent is child.base and child.accepted is not None:
+            return child.accepted
+        return self.improves_single(child, parent)
+
+    def improves_single(self, child: Node, parent: Node) -> bool:
+        """Whether one timing of each says ``child`` is faster beyond both timings' spreads."""
         if not child.ok or not parent.ok:
             return False
         noise = min(MAX_NOISE, max(self.options.min_gain, 2.0 * math.hypot(child.spread, parent.spread)))
         return child.ms < parent.ms * (1.0 - noise)
 
+    @staticmethod
+    def _rank(n: Node) -> tuple:
+        """Order of preference: the estimated time relative to the root."""
+        return (n.rel if n.rel is not None else math.inf, n.id)
+
     def best(self) -> Node:
-        ok = [n for n in self.nodes if n.ok and n is not self.root]
+        """The accepted node with the best speedup estimate (the root when none)."""
+        if getattr(self, "_final", None) is not None:
+            return self._final
+        ok = [n for n in self.nodes if n.accepted and n.rel is not None and n.rel < 1.0]
         if not ok or not self.root.ok:
             return self.root
-        b = min(ok, key=lambda n: (n.ms, n.id))
-        return b if self.improves(b, self.root) else self.root
+        return min(ok, key=self._rank)
 
     def checkpoint(self, frontier) -> None:
         if self.store is not None:
@@ -430,6 +626,7 @@ class Search:
                 getattr(self, f"_{self.options.algo}")()
                 if not self.stopped:
                     self.stopped = "no untried proposal left"
+                self._confirm()
             except KeyboardInterrupt:
                 self.stopped = "interrupted (Ctrl-C): best so far kept"
         finally:
@@ -440,10 +637,12 @@ class Search:
             stats = self._proposer_stats()
         res = SearchResult(self.root, self.best(), self.nodes, self.history, self.evaluations, self.fresh,
                            time.monotonic() - self._t0, self.stopped, self.options.seed, self.options, self.warnings,
-                           stats)
+                           stats, self._confirmation, self._candidate, self.timed_on)
         if self.store is not None:
             self.store.put(status="done" if "interrupted" not in self.stopped else "interrupted",
                            result={"best": res.best.fingerprint, "speedup": res.speedup,
+                                   "speedup_spread": res.speedup_spread,
+                                   "confirmation": None if res.confirmation is None else res.confirmation.to_json(),
                                    "steps": [s.to_json() for s in res.steps]})
         self._remember(res)
         return res
@@ -458,15 +657,35 @@ class Search:
                 p.close()
         return out
 
+    def _confirm(self) -> None:
+        """Time the best against the root, interleaved: that ratio is the reported speedup,
+        and a best that does not beat the root beyond its noise is not kept."""
+        best = self.best()
+        if best is self.root or not hasattr(self.evaluator, "paired"):
+            return
+        self._candidate = best
+        p = self._paired(self.root_text, best.text(), CONFIRM_ROUNDS)
+        self._confirmation = p
+        if p is not None and p.beats(self.options.min_gain, MAX_NOISE):
+            self._final = best
+            self.log(f"[confirm] best against the input, {p.rounds} interleaved rounds: x{p.speedup:.3g} "
+                     f"+-{100 * p.spread:.2g}% ({p.a_ms:.4g} -> {p.b_ms:.4g} ms)")
+        else:
+            self._final = self.root
+            what = f"x{p.speedup:.3g} +-{100 * p.spread:.2g}%" if p is not None else "timing failed"
+            self.log(f"[confirm] the best ({' -> '.join(str(s) for s in best.steps)}) does not beat the input "
+                     f"beyond the noise when timed next to it ({what}): keeping the input")
+
     def _evaluate_root(self) -> None:
         r = self.root
+        r.rel = 1.0
         d = self.store.evaluation(r.fingerprint) if self.store is not None else None
         if d is not None:
             r.evaluation, r.replayed = Evaluation.from_json(d, cached=True), True
         else:
             r.evaluation = self.evaluator.evaluate_batch([(self.root_text, None)])[0]
             if self.store is not None and r.evaluation.ok:
-                self.store.add_evaluation(r.fingerprint, None, [], r.evaluation.to_json())
+                self.store.add_evaluation(r.fingerprint, None, [], self._stored(r.evaluation))
         if not r.ok:
             e = r.evaluation
             raise SearchError(f"the program to optimize does not build, verify or time ({e.error_kind}): {e.error}")
@@ -500,7 +719,7 @@ class Search:
             better = [c for c in kids if self.improves(c, cur)]
             self.checkpoint([cur] + kids)
             if better:
-                cur, fails = min(better, key=lambda n: (n.ms, n.id)), 0
+                cur, fails = min(better, key=self._rank), 0
             else:
                 fails += 1
                 if fails > patience:
@@ -513,7 +732,7 @@ class Search:
     def _beam(self) -> None:
         o = self.options
         beam, stale = [self.root], 0
-        best = self.root.ms
+        best = self.root.rel
         while not self.exhausted():
             kids = []
             for p in beam:
@@ -523,10 +742,10 @@ class Search:
                 return
             evaluated = self.evaluate(kids)
             accepted = [c for c in evaluated if self.improves(c, c.base)]
-            beam = sorted(beam + accepted, key=lambda n: (n.ms, n.id))[:o.beam_width]
+            beam = sorted(beam + accepted, key=self._rank)[:o.beam_width]
             self.checkpoint(beam)
-            if beam[0].ms < best * (1.0 - o.min_gain):
-                best, stale = beam[0].ms, 0
+            if beam[0].rel < best * (1.0 - o.min_gain):
+                best, stale = beam[0].rel, 0
             else:
                 stale += 1
                 if stale > o.patience:
@@ -545,7 +764,7 @@ class Search:
             if not kids:
                 continue
             self.evaluate(kids)
-            acc = sorted((c for c in kids if self.improves(c, node)), key=lambda n: (n.ms, n.id))
+            acc = sorted((c for c in kids if self.improves(c, node)), key=self._rank)
             if lifo:  # the node again after its children, the best child first
                 frontier.append(node)
                 frontier.extend(reversed(acc))
@@ -583,7 +802,7 @@ class Search:
             self.evaluate([child])
             if child.evaluation is None:
                 return
-            reward = (root.ms / child.ms) if child.ok else 0.0
+            reward = (1.0 / child.rel) if child.ok and child.rel else 0.0
             if reward > 0:
                 node.children.append(child)
                 child.closed = child.depth >= o.max_depth

@@ -1,21 +1,28 @@
-"""Evaluating a batch of candidates for the search, on the engine's :class:`Evaluator`.
+"""Evaluating candidates for the search: verified and timed in one build, kept open so that
+a candidate can be timed again next to its parent (interleaved), and timed on an RPC
+tracker when one is configured.
 
-``workers=1``: one :class:`~leirc.engine.Evaluator` evaluates the candidates in turn
-(verify, then time in the same session; its worker pool starts the next worker while the
-current candidate runs).
+Every candidate is built once. Its :class:`~leirc.lower.session.KernelSession` (one
+sandboxed worker, one build) serves the verification against the root (the interpreter's
+reference outputs, computed once for the whole search) and then the timing; the session of a
+correct candidate stays open (up to ``keep_sessions``, least recently used first out; a
+kept softmax session is ~350 MB resident; the search releases a rejected child's) so
+that :meth:`CandidateEvaluator.paired` can re-time it against another candidate without
+building either again. ``workers>1``: the candidates of a batch are verified in parallel,
+each in its own session, then timed one at a time in the same sessions with nothing else
+running.
 
-``workers>1``: builds and verification of a batch run in parallel, timing one at a time with
-nothing else running, in two phases per chunk of the batch:
+The engine's :class:`~leirc.engine.Evaluator` gives the configuration (seeds,
+distributions, tolerances, timing protocol), the content key, the on-disk cache and the
+cached reference; its ``evaluate`` closes the session when it returns, which is why the
+loop over one candidate (open, verify, time) is written here (see docs/search.md).
 
-1. each of ``workers`` threads verifies candidates with its own verify-only Evaluator (each
-   candidate in its own sandboxed worker process: the builds and kernel runs overlap; the
-   interpreter's reference outputs are shared, computed before the batch);
-2. the candidates that verified are timed one by one, each in a fresh sandboxed session
-   (:func:`leirc.lower.runner.time_kernel`) on the same inputs the Evaluator times on.
-
-Phase 2 builds each correct candidate a second time: the Evaluator has no way yet to keep a
-verified session open for later timing (``Evaluator.evaluate_batch`` would remove that
-build; see docs/search.md). Both paths cache by the Evaluator's content key.
+Timings are trusted only within one run: a verification found in the on-disk cache is
+reused, but its timing -- measured by an earlier run, maybe on a busier machine -- is
+measured again now (one build, no verification). :meth:`CandidateEvaluator.paired`
+measures two candidates alternately, A B B A A B B A ..., in short rounds; the ratio of
+each round's medians cancels a load that drifts slowly, and the median ratio with its
+spread is what the search compares.
 
 A candidate that crashes, hangs or runs out of memory is a failed :class:`Evaluation`; an
 unexpected error of the evaluator itself is one too (``error_kind="runtime"``), never an
@@ -24,146 +31,386 @@ exception out of the search.
 
 from __future__ import annotations
 
+import hashlib
+import math
+import statistics
 import threading
+import time as _time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..engine.evaluate import DEFAULT_DISTS, Evaluation, Evaluator
+from ..engine.evaluate import UNCACHED_KINDS, Evaluation, Evaluator
+from ..engine.oracles import InterpreterOracle, OracleError, pick_kernel
+from ..lang.canonical import fingerprint as kernel_fingerprint
+from ..lower.runner import TimingResult
+from ..lower.session import KernelSession
 
 #: the verification grid of a search candidate (the driver's .leir verify pass uses the same)
 SEARCH_SEEDS = (0, 1)
 SEARCH_DISTS = ("uniform", "signed")
+#: rounds of an interleaved comparison (each round times both candidates: one warm-up call
+#: and ``pair_repeat`` measurements each; short rounds follow a drifting load more closely)
+PAIR_ROUNDS = 6
+#: rounds of the final best-against-input confirmation
+CONFIRM_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two candidates timed alternately: ``ratio`` = time(b) / time(a), the median over the
+    rounds; ``spread`` = a robust relative standard error of that median."""
+
+    ratio: float
+    spread: float
+    ratios: tuple
+    a_ms: float  # median of a's runs
+    b_ms: float
+    rounds: int
+    on: str = "local"  # where it was measured ("local", or rpc://HOST:PORT/KEY)
+    at: float = field(default_factory=_time.time)
+    a_rounds: tuple = ()  # each round's median of a (ms)
+    b_rounds: tuple = ()
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio
+
+    def beats(self, min_gain: float, max_noise: float = 0.5) -> bool:
+        """b is faster than a beyond the noise of this comparison."""
+        noise = min(max_noise, max(min_gain, 2.0 * self.spread))
+        return self.ratio < 1.0 - noise
+
+    def merged(self, more: "Paired") -> "Paired":
+        """This comparison and ``more`` rounds of it, as one."""
+        return _from_medians(self.a_rounds + more.a_rounds, self.b_rounds + more.b_rounds, self.on)
+
+    def to_json(self) -> dict:
+        return {"ratio": self.ratio, "spread": self.spread, "ratios": list(self.ratios), "a_ms": self.a_ms,
+                "b_ms": self.b_ms, "rounds": self.rounds, "on": self.on, "at": self.at,
+                "a_rounds": list(self.a_rounds), "b_rounds": list(self.b_rounds)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Paired":
+        return cls(float(d["ratio"]), float(d["spread"]), tuple(float(x) for x in d.get("ratios", ())),
+                   float(d["a_ms"]), float(d["b_ms"]), int(d["rounds"]), d.get("on", "local"), float(d.get("at", 0.0)),
+                   tuple(float(x) for x in d.get("a_rounds", ())), tuple(float(x) for x in d.get("b_rounds", ())))
+
+
+def paired_from_rounds(a_runs: list, b_runs: list, on: str = "local") -> Paired:
+    """``a_runs[r]``, ``b_runs[r]``: the measurements (ms) of round ``r``."""
+    return _from_medians([statistics.median(a) for a in a_runs], [statistics.median(b) for b in b_runs], on)
+
+
+def _from_medians(a_med, b_med, on: str) -> Paired:
+    ratios = [b / a for a, b in zip(a_med, b_med)]
+    ratio = statistics.median(ratios)
+    if len(ratios) > 1:
+        # a robust standard error of the median ratio: one disturbed round does not decide
+        mad = statistics.median(abs(r - ratio) for r in ratios)
+        spread = 1.4826 * mad / ratio / math.sqrt(len(ratios))
+    else:
+        spread = 0.0
+    return Paired(ratio, spread, tuple(ratios), statistics.median(a_med), statistics.median(b_med), len(ratios), on,
+                  a_rounds=tuple(a_med), b_rounds=tuple(b_med))
+
+
+class _Recorder:
+    """Wraps a session's runner to remember the first failed run's error kind."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.kind: Optional[str] = None
+        self.error: Optional[str] = None
+
+    def __call__(self, *args, **kw):
+        try:
+            r = self.runner(*args, **kw)
+        except Exception as e:  # noqa: BLE001 - verify turns it into a failure too
+            if self.kind is None:
+                self.kind, self.error = "runtime", f"{type(e).__name__}: {e}"
+            raise
+        if not r.ok and self.kind is None:
+            self.kind, self.error = r.error_kind or "runtime", r.error
+        return r
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class CandidateEvaluator:
-    """Evaluate candidate texts against one reference text."""
+    """Evaluate candidate texts against one reference text (see the module docstring).
+
+    ``remote``: a :class:`leirc.lower.rpc.RemoteTimer`; the timings are then measured on
+    the RPC server it reaches (the verification stays here)."""
 
     def __init__(self, reference: str, *, target: str = "llvm", threads: int = 2, workers: int = 1,
                  cache_dir: Optional[str] = None, timeout: float = 120.0, seeds=SEARCH_SEEDS, dists=SEARCH_DISTS,
-                 warmup: int = 2, repeat: int = 5, min_repeat_ms: float = 20.0, chunk: Optional[int] = None):
+                 warmup: int = 2, repeat: int = 5, min_repeat_ms: float = 20.0, chunk: Optional[int] = None,
+                 keep_sessions: int = 6, remote=None, pair_repeat: int = 2):
         self.reference = reference
         self.target = target
         self.threads = threads
         self.workers = max(1, int(workers))
         self.chunk = chunk or max(2, 2 * self.workers)
         self.timing = dict(warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms)
+        self.pair_timing = dict(warmup=1, repeat=max(1, int(pair_repeat)), min_repeat_ms=min_repeat_ms)
         common = dict(seeds=seeds, dists=dists, cache_dir=cache_dir, threads=threads, timeout=timeout)
+        # configuration, content key, disk cache, cached reference and the spare worker
         self.main = Evaluator(target, time=True, **common, **self.timing)
         self._verifiers: list[Evaluator] = []
         if self.workers > 1:
             self._verifiers = [Evaluator(target, time=False, prestart=False, **common) for _ in range(self.workers)]
+        self.remote = remote
+        self.timed_on = "local" if remote is None else remote.where
+        self.keep_sessions = max(2, int(keep_sessions))
+        self._sessions: "OrderedDict[str, KernelSession]" = OrderedDict()
+        self._pinned: set = set()
+        self._texts: dict = {}
+        self._sets: Optional[list] = None
         self._lock = threading.Lock()
-        self.stats = {"evaluated": 0, "parallel_batches": 0, "timing_builds": 0}
+        self.stats = {"evaluated": 0, "parallel_batches": 0, "builds": 0, "verified_from_cache": 0,
+                      "timings": 0, "remote_timings": 0, "paired": 0, "rebuilds_for_timing": 0}
 
     def close(self) -> None:
+        for s in list(self._sessions.values()):
+            s.close()
+        self._sessions.clear()
         self.main.close()
         for v in self._verifiers:
             v.close()
+        if self.remote is not None:
+            self.remote.close()
 
-    def evaluate(self, text: str, numerics: Optional[str] = None) -> Evaluation:
-        self.stats["evaluated"] += 1
+    # -- sessions -------------------------------------------------------------------------
+    def pin(self, text: str) -> None:
+        """Keep this candidate's session open whatever the LRU says (the search's input: the
+        final confirmation times it against the best)."""
+        self._pinned.add(_text_key(text))
+
+    def release(self, text: str) -> None:
+        """The search will not time ``text`` again: stop its worker now."""
+        if _text_key(text) not in self._pinned:
+            self._drop(text)
+
+    def open_sessions(self) -> int:
+        return len(self._sessions)
+
+    def _keep(self, text: str, s: KernelSession) -> None:
+        k = _text_key(text)
+        old = self._sessions.pop(k, None)
+        if old is not None and old is not s:
+            old.close()
+        self._sessions[k] = s
+        self._texts[k] = text
+        while len(self._sessions) > self.keep_sessions:
+            victim = next((x for x in self._sessions if x not in self._pinned), None)
+            if victim is None:
+                break
+            self._sessions.pop(victim).close()
+
+    def _drop(self, text: str) -> None:
+        s = self._sessions.pop(_text_key(text), None)
+        if s is not None:
+            s.close()
+
+    def _session(self, text: str) -> KernelSession:
+        """The open session of ``text`` (built again when it was closed)."""
+        k = _text_key(text)
+        s = self._sessions.get(k)
+        if s is not None and not s.closed:
+            self._sessions.move_to_end(k)
+            return s
+        self.stats["rebuilds_for_timing"] += 1
+        s = self._new_session(text, self.main.pool)
+        self._keep(text, s)
+        return s
+
+    def _new_session(self, text: str, pool) -> KernelSession:
+        cand, _ = pick_kernel(text, None, "candidate")
+        m = self.main
+        self.stats["builds"] += 1
+        return KernelSession(text, kernel=cand.kernel.name if cand is not None else None, target=self.target,
+                             threads=self.threads, timeout=m.timeout, memory_limit_mb=m.memory_limit_mb,
+                             poison_intermediates=m.poison_intermediates, build_timeout=m.build_timeout, pool=pool)
+
+    def timing_sets(self) -> list:
+        """The inputs every candidate is timed on (the reference's, per seed, first distribution)."""
+        if self._sets is None:
+            ref, problem = pick_kernel(self.reference, None, "reference")
+            if ref is None:
+                raise ValueError(problem)
+            cached = self.main.reference(ref)
+            first = self.main.dists[0] if self.main.dists else "uniform"
+            self._sets = [cached.run(seed, first)[0] for seed in self.main.seeds]
+        return self._sets
+
+    # -- timing ---------------------------------------------------------------------------
+    def _time_in(self, text: str, s: Optional[KernelSession], **protocol) -> TimingResult:
+        self.stats["timings"] += 1
+        if self.remote is not None:
+            self.stats["remote_timings"] += 1
+            return self.remote.time([text], self.timing_sets(), threads=self.threads, **protocol)[0]
+        return (s or self._session(text)).time(self.timing_sets(), **protocol)
+
+    def retime(self, text: str) -> TimingResult:
+        """Time ``text`` again, now (its session is reused when it is still open)."""
+        return self._time_in(text, None, **self.timing)
+
+    def paired(self, text_a: str, text_b: str, rounds: int = PAIR_ROUNDS) -> Optional[Paired]:
+        """Time ``text_a`` and ``text_b`` alternately (A B B A ...); None if a timing failed."""
+        self.stats["paired"] += 1
+        rounds = max(1, int(rounds))
+        if self.remote is not None:
+            self.stats["remote_timings"] += 1
+            a_runs, b_runs = self.remote.interleaved(text_a, text_b, self.timing_sets(), rounds=rounds,
+                                                     threads=self.threads, **self.pair_timing)
+            if a_runs is None:
+                return None
+            return paired_from_rounds(a_runs, b_runs, self.timed_on)
+        sa, sb = self._session(text_a), self._session(text_b)
+        self.pin(text_a)  # the second session's build must not close the first
+        a_runs, b_runs = [], []
         try:
-            return self.main.evaluate(text, reference=self.reference, numerics=numerics)
-        except Exception as e:  # noqa: BLE001 - an evaluator failure is this candidate's failure, not the search's
-            return _failed(text, f"evaluator error: {type(e).__name__}: {e}")
+            for r in range(rounds):
+                order = ((sa, a_runs), (sb, b_runs)) if r % 2 == 0 else ((sb, b_runs), (sa, a_runs))
+                for s, runs in order:
+                    t = s.time(self.timing_sets(), **self.pair_timing)
+                    self.stats["timings"] += 1
+                    if not t.ok:
+                        return None
+                    runs.append(list(t.runs))
+        finally:
+            self._pinned.discard(_text_key(text_a))
+        return paired_from_rounds(a_runs, b_runs, "local")
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, text: str, numerics: Optional[str] = None) -> Evaluation:
+        return self.evaluate_batch([(text, numerics)])[0]
 
     def evaluate_batch(self, items: list[tuple[str, Optional[str]]]) -> list[Evaluation]:
-        """``items`` = [(text, numerics)]; the evaluations in the same order."""
-        if self.workers <= 1 or len(items) <= 1:
-            return [self.evaluate(t, n) for t, n in items]
+        """``items`` = [(text, numerics)]; the evaluations in the same order, every timing
+        measured now."""
         out: list[Evaluation] = []
-        for i in range(0, len(items), self.chunk):
-            out.extend(self._parallel(items[i:i + self.chunk]))
+        for i in range(0, len(items), self.chunk if self.workers > 1 else 1):
+            part = items[i:i + (self.chunk if self.workers > 1 else 1)]
+            verified = self._verify_part(part)
+            for (text, numerics), (ev, s, key) in zip(part, verified):  # timing: one at a time
+                out.append(self._finish(text, ev, s, key))
         return out
 
-    # -- the parallel path ------------------------------------------------------------
-    def _cached(self, text: str, numerics) -> Optional[Evaluation]:
-        """An evaluation of the timed configuration already in the on-disk cache."""
-        from ..lang.checker import check_text
-
-        if self.main.cache is None:
-            return None
-        cf = check_text(text)
-        if not cf.ok or len(cf.results) != 1:
-            return None
-        key = self.main.key(cf.results[0].kernel, self._ref_result().kernel, numerics)
-        d = self.main.cache.get(key)
-        return None if d is None else Evaluation.from_json(d, cached=True)
-
-    def _ref_result(self):
-        from ..lang.checker import check_text
-
-        return check_text(self.reference).results[0]
-
-    def _parallel(self, items) -> list[Evaluation]:
+    def _verify_part(self, part) -> list:
+        if self.workers <= 1 or len(part) <= 1:
+            return [self._verify(t, n, self.main, self.main.pool) for t, n in part]
         self.stats["parallel_batches"] += 1
-        results: list[Optional[Evaluation]] = [None] * len(items)
-        todo = []
-        for i, (t, n) in enumerate(items):
-            hit = self._cached(t, n)
-            if hit is not None:
-                results[i] = hit
-            else:
-                todo.append(i)
-        if not todo:
-            return results  # type: ignore[return-value]
-        # the reference outputs once, before the threads share them
         self._warm_reference()
         free = list(self._verifiers)
 
-        def verify_one(i):
+        def one(item):
             with self._lock:
                 ev = free.pop()
             try:
-                t, n = items[i]
-                return i, ev.evaluate(t, reference=self.reference, numerics=n)
-            except Exception as e:  # noqa: BLE001 - see evaluate()
-                return i, _failed(items[i][0], f"evaluator error: {type(e).__name__}: {e}")
+                return self._verify(item[0], item[1], ev, None)
             finally:
                 with self._lock:
                     free.append(ev)
 
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            verified = dict(pool.map(verify_one, todo))
-        for i in todo:  # phase 2: one at a time, nothing else running
-            self.stats["evaluated"] += 1
-            v = verified[i]
-            results[i] = v if not v.ok else self._time(items[i], v)
-        return results  # type: ignore[return-value]
+            return list(pool.map(one, part))
 
     def _warm_reference(self) -> None:
         """Each verifier's reference outputs, computed here in turn (the interpreter is not
         shared between threads)."""
-        ref = self._ref_result()
+        ref, _ = pick_kernel(self.reference, None, "reference")
         for ev in self._verifiers:
             cached = ev.reference(ref)
             for seed in ev.seeds:
-                for dist in (ev.dists or DEFAULT_DISTS):
+                for dist in (ev.dists or ("uniform",)):
                     cached.run(seed, dist)
 
-    def _time(self, item, verified: Evaluation) -> Evaluation:
-        from ..lang.checker import check_text
-        from ..lower.runner import time_kernel
+    def _verify(self, text: str, numerics, ev: Evaluator, pool) -> tuple:
+        """(Evaluation without timing, open session or None, cache key or None)."""
+        t0 = _time.perf_counter()
+        try:
+            cand, problem = pick_kernel(text, None, "candidate")
+            if cand is None:
+                return Evaluation(_text_key(text), False, "illegal", None, None, None,
+                                  round(_time.perf_counter() - t0, 4), problem), None, None
+            prepared = InterpreterOracle(self.reference).prepare(ev, cand, None)
+            fp = kernel_fingerprint(cand.kernel)
+            key = self.main.key(cand.kernel, prepared.reference_kernel, numerics)
+            if self.main.cache is not None:
+                d = self.main.cache.get(key)
+                if d is not None:
+                    hit = Evaluation.from_json(d, cached=True)
+                    with self._lock:
+                        self.stats["verified_from_cache"] += 1
+                    return hit, None, key
+            name = cand.kernel.name
+            with self._lock:
+                self.stats["builds"] += 1
+            s = KernelSession(text, kernel=name, target=self.target, threads=self.threads, timeout=ev.timeout,
+                              memory_limit_mb=ev.memory_limit_mb, poison_intermediates=ev.poison_intermediates,
+                              build_timeout=ev.build_timeout, pool=pool)
 
-        text, numerics = item
-        ref = self._ref_result()
-        cached = self.main.reference(ref)
-        first = self.main.dists[0] if self.main.dists else DEFAULT_DISTS[0]
-        sets = [cached.run(seed, first)[0] for seed in self.main.seeds]
-        self.stats["timing_builds"] += 1
-        tr = time_kernel(text, sets, target=self.target, threads=self.threads, timeout=self.main.timeout,
-                         **self.timing)
+            def done(ok, kind, rep, build_s, error):
+                return Evaluation(fp, ok, kind, rep, None, build_s, round(_time.perf_counter() - t0, 4), error,
+                                  name, s.startup_s)
+
+            keep = False
+            try:
+                rec = _Recorder(s.runner)
+                try:
+                    rep = prepared.check(rec, text, numerics)
+                except OracleError as e:
+                    return done(False, "oracle", None, s.build_s if s.builds else None, str(e)), None, None
+                failure = s.build_failure
+                if failure is not None and s.builds == 0:
+                    return done(False, failure[1], rep, None, failure[0]), None, key
+                if not rep.equal:
+                    kind = rec.kind or "mismatch"
+                    err = rec.error if rec.kind else (rep.failures[0] if rep.failures else "verification failed")
+                    return done(False, kind, rep, s.build_s, err), None, key
+                keep = True
+                return done(True, None, rep, s.build_s, None), s, key
+            finally:
+                if not keep:
+                    s.close()
+        except Exception as e:  # noqa: BLE001 - an evaluator failure is this candidate's failure, not the search's
+            return _failed(text, f"evaluator error: {type(e).__name__}: {e}"), None, None
+
+    def _finish(self, text: str, ev: Evaluation, s: Optional[KernelSession], key: Optional[str]) -> Evaluation:
+        """Time a verified candidate now (in its session, or a new build when the
+        verification came from the cache) and cache the evaluation."""
+        self.stats["evaluated"] += 1
+        if not ev.ok:
+            if key is not None and not ev.cached and ev.error_kind not in UNCACHED_KINDS and self.main.cache:
+                self.main.cache.put(key, ev.fingerprint, ev.to_json())
+            return ev
+        try:
+            if self.remote is not None:
+                if s is not None:  # the remote builds its own module; this one served the verification
+                    s.close()
+                s = None
+            elif s is None:
+                s = self._new_session(text, self.main.pool)
+            if s is not None:
+                self._keep(text, s)
+            tr = self._time_in(text, s, **self.timing)
+        except Exception as e:  # noqa: BLE001 - see _verify
+            self._drop(text)
+            return replace(ev, ok=False, error_kind="runtime", error=f"evaluator error: {type(e).__name__}: {e}")
         if not tr.ok:
-            return replace(verified, ok=False, error_kind=tr.error_kind or "runtime", timing=tr, error=tr.error)
-        ev = replace(verified, timing=tr, seconds=verified.seconds + (tr.build_s or 0.0))
-        if self.main.cache is not None:
-            cand = check_text(text).results[0]
-            self.main.cache.put(self.main.key(cand.kernel, ref.kernel, numerics), ev.fingerprint, ev.to_json())
-        return ev
+            self._drop(text)
+            return replace(ev, ok=False, error_kind=tr.error_kind or "runtime", timing=tr, error=tr.error,
+                           cached=False)
+        out = replace(ev, timing=tr, cached=False)
+        if key is not None and self.main.cache is not None and not ev.cached:
+            self.main.cache.put(key, out.fingerprint, out.to_json())
+        return out
 
 
 def _failed(text: str, message: str) -> Evaluation:
-    import hashlib
-
-    return Evaluation(hashlib.sha256(text.encode()).hexdigest(), False, "runtime", None, None, None, 0.0, message)
+    return Evaluation(_text_key(text), False, "runtime", None, None, None, 0.0, message)

@@ -70,6 +70,15 @@ def report_html(result) -> str:
     table = ("<table><tr><th>#</th><th>step</th><th>direction</th><th>proposer</th><th>rationale</th>"
              "<th>predicted</th><th>time</th><th>effect</th><th>speedup</th></tr>" + "".join(rows) + "</table>"
              if rows else "<p>No step beat the input beyond the noise: the input is the best program found.</p>")
+    c = result.confirmation
+    if c is not None and result.best is not result.root:
+        confirmed = (f" &plusmn;{100 * c.spread:.2g}% (best and input timed again side by side, {c.rounds} "
+                     "interleaved rounds)")
+    elif c is not None:
+        confirmed = (f" (the best candidate, x{c.speedup:.3g} &plusmn;{100 * c.spread:.2g}% when timed side by side "
+                     "with the input, is within the noise: the input is kept)")
+    else:
+        confirmed = ""
     best_text = print_module(A.Module((result.best.program.kernel,)), PRETTY)
     fails = {}
     for n in result.nodes:
@@ -83,8 +92,8 @@ td,th{{border:1px solid #ccc;padding:.2em .5em;vertical-align:top;font-size:90%}
 <h1>leirc search: {e(result.root.program.kernel.name)}</h1>
 <p>{e(o.algo)} search, proposers {e('+'.join(o.proposers))}, target {e(o.target)}, {o.threads} thread(s), seed {result.seed};
 {result.evaluations} evaluation(s) ({result.fresh} run now), {result.seconds:.1f} s; stopped: {e(result.stopped)}.</p>
-<p>Input {result.root.ms:.4g} ms &rarr; best {result.best.ms:.4g} ms: <b>x{result.speedup:.3g}</b>
-({len(result.steps)} step(s)). Failed candidates: {e(json.dumps(fails)) if fails else 'none'}.</p>
+<p>Input {result.root_ms:.4g} ms &rarr; best {result.best_ms:.4g} ms: <b>x{result.speedup:.3g}</b>{confirmed}
+({len(result.steps)} step(s)). Timed {e(result.timed_on)}. Failed candidates: {e(json.dumps(fails)) if fails else 'none'}.</p>
 {feedback}
 {img}
 <h2>Winning trajectory</h2>

@@ -1,8 +1,10 @@
 """The state of one search in SQLite, so a search killed with ``kill -9`` resumes.
 
 Tables: ``meta`` (the configuration, the seed, the HTAM memory snapshot the search started
-from, the RNG state and frontier after the latest batch, the status) and ``evaluations``
-(every finished evaluation, in order, by candidate fingerprint). Every write is one
+from, the RNG state and frontier after the latest batch, the status), ``evaluations``
+(every finished evaluation, in order, by candidate fingerprint, with the run that measured
+its timing) and ``verdicts`` (whether a child beat its parent, and the interleaved re-timing
+that decided it). Every write is one
 transaction in WAL mode: a kill between two writes loses at most the evaluation in flight.
 
 Resuming replays the search from its start: the algorithm, the proposers and the RNG are
@@ -24,6 +26,8 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS evaluations (seq INTEGER PRIMARY KEY AUTOINCREMENT, fingerprint TEXT NOT NULL UNIQUE,
   parent TEXT, steps TEXT NOT NULL, data TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS verdicts (child TEXT NOT NULL, parent TEXT NOT NULL, data TEXT NOT NULL,
+  created REAL NOT NULL, PRIMARY KEY (child, parent));
 """
 
 
@@ -64,6 +68,7 @@ class SearchStore:
             return self.get("memory_snapshot")
         with transaction(self.db) as c:
             c.execute("DELETE FROM evaluations")
+            c.execute("DELETE FROM verdicts")
             c.execute("DELETE FROM meta")
         self.put(config=config, memory_snapshot=memory_snapshot, status="running", started=time.time(), resumed=0)
         return memory_snapshot
@@ -77,6 +82,16 @@ class SearchStore:
         with transaction(self.db) as c:
             c.execute("INSERT OR IGNORE INTO evaluations (fingerprint, parent, steps, data, created) VALUES (?, ?, ?, ?, ?)",
                       (fingerprint, parent, json.dumps(steps), json.dumps(data), time.time()))
+
+    def pair(self, child: str, parent: str) -> Optional[dict]:
+        """The stored verdict of ``child`` against ``parent`` (fingerprints)."""
+        row = self.db.execute("SELECT data FROM verdicts WHERE child = ? AND parent = ?", (child, parent)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def add_pair(self, child: str, parent: str, data: dict) -> None:
+        with transaction(self.db) as c:
+            c.execute("INSERT OR REPLACE INTO verdicts (child, parent, data, created) VALUES (?, ?, ?, ?)",
+                      (child, parent, json.dumps(data), time.time()))
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0])
