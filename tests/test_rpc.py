@@ -1,0 +1,168 @@
+"""Timing on TVM's RPC tracker: a tracker and a server started here on 127.0.0.1 (free ports),
+a search whose candidates are verified locally and timed on the server, and a clean
+shutdown (no server worker left behind)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (pip install tornado)")
+
+import psutil  # noqa: E402 - after the skip
+
+from leirc.lang.checker import check_text  # noqa: E402
+from leirc.lower.rpc import RemoteTimer, parse_address  # noqa: E402
+from leirc.search.core import SearchOptions  # noqa: E402
+from leirc.search.evaluate import CONFIRM_ROUNDS, PAIR_ROUNDS  # noqa: E402
+from leirc.search.optimizer import SearchOptimizer  # noqa: E402
+
+ROWSUM = r"""\kernel rowsum(A: f32[64, 512]) -> (Y: f32[64]) {
+  L^{64}_{i=0} L^{512}_{j=0} [ Y^{f32,g}_{i} = Y^{f32,g}_{i} + A^{f32,g}_{i,j}; ];
+}"""
+KEY = "leirc-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args, log):
+    # its own session: the server's forked workers are stopped with the group
+    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(p) -> list:
+    """Stop ``p``'s process group; returns the pids of its descendants that outlived it."""
+    try:
+        kids = psutil.Process(p.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        kids = []
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=20)
+    _, alive = psutil.wait_procs(kids, timeout=10)
+    return [k.pid for k in alive]
+
+
+@pytest.fixture(scope="module")
+def tracker(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rpc")
+    tport, sport = _free_port(), _free_port()
+    tr = _start(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(tport), "--port-end",
+                 str(tport + 1)], d / "tracker.log")
+    sv = _start(["tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(sport), "--port-end", str(sport + 1),
+                 "--tracker", f"127.0.0.1:{tport}", "--key", KEY], d / "server.log")
+    try:
+        q = [sys.executable, "-m", "tvm.exec.query_rpc_tracker", "--host", "127.0.0.1", "--port", str(tport)]
+        deadline = time.monotonic() + 90  # the server retries the tracker every 5 s
+        while True:
+            out = subprocess.run(q, capture_output=True, text=True, timeout=60)
+            if re.search(rf"^{KEY}\s+1\s+1\s", out.stdout, re.M):
+                break
+            assert tr.poll() is None and sv.poll() is None, "the tracker or the server exited"
+            assert time.monotonic() < deadline, f"the server never registered with the tracker:\n{out.stdout}"
+            time.sleep(0.5)
+        yield {"address": f"127.0.0.1:{tport}", "server_log": d / "server.log"}
+    finally:
+        left = _stop(sv) + _stop(tr)
+        assert not left, f"processes left behind by the RPC server: {left}"
+
+
+def _loads(log) -> int:
+    return open(log).read().count("load_module")
+
+
+def test_parse_address():
+    assert parse_address("127.0.0.1:9190") == ("127.0.0.1", 9190)
+    for bad in ("9190", "host:", ":1", "h:0", "h:70000", "h:x"):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            parse_address(bad)
+    with pytest.raises(ValueError, match="--key"):
+        SearchOptions(rpc="127.0.0.1:9190")
+
+
+@pytest.mark.slow
+def test_search_times_its_candidates_on_the_rpc_server(tracker, tmp_path):
+    before = _loads(tracker["server_log"])
+    opts = SearchOptions(algo="greedy", budget=2, branch=2, proposers=("menu",), memory=None,
+                         rpc=tracker["address"], rpc_key=KEY, threads=2,
+                         strategies=("loop_parallelization", "loop_split", "loop_vectorization"))
+    opt = SearchOptimizer(opts, out_dir=str(tmp_path / "out"), progress=False)
+    opt.optimize(check_text(ROWSUM).results[0], "llvm")
+    res = opt.last
+    assert res.timed_on == f"rpc://{tracker['address']}/{KEY}"
+    timed = [n for n in res.nodes if n.evaluation is not None and n.ok]
+    assert res.root in timed and len(timed) >= 2
+    for n in timed:
+        assert n.evaluation.verify.equal and n.evaluation.timing.ok and n.ms > 0
+    # every timing job loaded its kernels on the server: one per evaluated kernel, two per
+    # interleaved comparison (the screen calls for some, a noisy one gets a second job, the
+    # confirmation one for a win)
+    jobs = sum(n.pair.rounds // PAIR_ROUNDS for n in res.nodes if n.pair is not None)
+    jobs += res.confirmation.rounds // CONFIRM_ROUNDS if res.confirmation is not None else 0
+    assert _loads(tracker["server_log"]) - before == len(timed) + 2 * jobs
+    for n in res.nodes:
+        if n.pair is not None:
+            assert n.pair.on == res.timed_on
+
+
+@pytest.mark.slow
+def test_remote_timer_reports_failures_as_results(tracker):
+    sets = [{"A": __import__("numpy").ones((64, 512), "float32")}]
+    t = RemoteTimer(tracker["address"], KEY, timeout=120)
+    good, bad = t.time([ROWSUM, ROWSUM.replace("A^{f32,g}_{i,j}", "B^{f32,g}_{i,j}")], sets, repeat=2)
+    assert not good.ok and good.error_kind == "build"  # one job: the whole request fails to build
+    [good] = t.time([ROWSUM], sets, repeat=3)
+    assert good.ok and len(good.runs) == 3 and good.median_ms > 0
+    nowhere = RemoteTimer(tracker["address"], "no-such-key", timeout=15)
+    [lost] = nowhere.time([ROWSUM], sets, repeat=1)
+    assert not lost.ok and lost.error_kind in ("rpc", "timeout") and "rpc://" in lost.error
+
+
+def _cli_has_rpc() -> bool:
+    import argparse
+
+    from leirc.search.optimizer import add_search_arguments
+
+    p = argparse.ArgumentParser()
+    add_search_arguments(p)
+    return any("--rpc" in a.option_strings for a in p._actions)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _cli_has_rpc(), reason="leirc build has no --rpc/--key flags yet (leirc/search/optimizer.py)")
+def test_leirc_build_search_with_rpc(tracker, tmp_path):
+    import json
+
+    src = tmp_path / "rowsum.leir"
+    src.write_text(ROWSUM)
+    before = _loads(tracker["server_log"])
+    out = subprocess.run([sys.executable, "-m", "leirc.cli.main", "build", str(src), "-O", "search", "--budget", "2",
+                          "--algo", "greedy", "--proposer", "menu", "--memory", "none", "--eval-cache", "none",
+                          "--rpc", tracker["address"], "--key", KEY, "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.load(open(tmp_path / "out" / "rowsum.search.json"))
+    assert summary["timed_on"] == f"rpc://{tracker['address']}/{KEY}"
+    # the root and every correct candidate were timed there (the candidates list has the root)
+    assert _loads(tracker["server_log"]) - before >= sum(1 for c in summary["candidates"] if c["ok"]) >= 2
+    bad = subprocess.run([sys.executable, "-m", "leirc.cli.main", "build", str(src), "-O", "search", "--rpc",
+                          "nowhere"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
