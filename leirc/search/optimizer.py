@@ -59,6 +59,10 @@ def add_search_arguments(p) -> None:
     g.add_argument("--eval-cache", default=None, metavar="DIR",
                    help="evaluation cache directory (default: ~/.cache/leirc; 'none': no disk cache)")
     g.add_argument("--workers", type=int, default=1, metavar="N", help="parallel builds (default 1)")
+    g.add_argument("--rpc", default=None, metavar="HOST:PORT",
+                   help="time the candidates on a server that TVM's RPC tracker at HOST:PORT hands out for --key "
+                        "(verification stays local)")
+    g.add_argument("--key", default=None, metavar="KEY", help="the device key of the RPC servers (with --rpc)")
     g.add_argument("--beam-width", type=int, default=4, metavar="K")
     g.add_argument("--branch", type=int, default=4, metavar="K", help="children proposed per expansion")
     g.add_argument("--dropout", type=float, default=1.0, metavar="P",
@@ -159,7 +163,8 @@ def search_options_from_args(ns, *, target: Optional[str] = None, threads: Optio
                          allow_approximate=ns.allow_approximate, memory=memory,
                          strategies=tuple(x.strip() for x in ns.strategies.split(",") if x.strip())
                          if getattr(ns, "strategies", None) else None, state=ns.search_state,
-                         resume=ns.resume, cache_dir=cache_dir)
+                         resume=ns.resume, cache_dir=cache_dir, rpc=getattr(ns, "rpc", None),
+                         rpc_key=getattr(ns, "key", None))
 
 
 @dataclass
@@ -227,8 +232,8 @@ class SearchOptimizer:
         for w in res.warnings:
             log(f"warning: {w}")
         log(f"search {name}: {res.evaluations} evaluations ({res.fresh} new) in {res.seconds:.1f} s, {res.stopped}")
-        log(f"  {'input (-O0)':14} {res.root.ms:.4g} ms")
-        log(f"  {'best':14} {res.best.ms:.4g} ms  x{res.speedup:.3g}  ({len(res.steps)} step(s))")
+        for line in res.table():  # the input, -O1 when proposed, the best: re-timed side by side
+            log(line)
         if self.out_dir:
             from .report import write_outputs
 
