@@ -18,6 +18,7 @@ import importlib
 import os
 import sys
 import traceback
+from typing import Optional
 
 from .. import __version__
 from .common import CliError, json_document, print_diagnostics, print_json
@@ -48,11 +49,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``only`` (the command being run: importing every
+    command's module would pull the IDE layer, numpy and the engine into ``leirc verify``'s
+    start, before its worker could start importing TVM)."""
     ap = _Parser(prog="leirc", description="LEIR compiler: check, format, build, run, verify and optimize LEIR kernels.")
     ap.add_argument("--version", action="version", version=f"leirc {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in ([only] if only in COMMANDS else COMMANDS):
         try:
             mod = importlib.import_module(f".cmd_{name}", __package__)
         except ModuleNotFoundError as e:
@@ -64,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    ap = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    ap = build_parser(words[0] if words else None)
     args = ap.parse_args(argv)
     if not getattr(args, "func", None):
         ap.print_help()
