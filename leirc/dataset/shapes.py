@@ -5,8 +5,10 @@ shapes per workload), and every instance must stay small enough that the literal
 interpreter -- the oracle that makes the bitwise flag meaningful -- runs it in well under a
 second. The sizes of a kernel (tensor dimensions, loop extents, and integer literals close
 to them, such as a padded size or a guard bound) are grouped into clusters of nearby values
-as :mod:`leirc.interp.shrink` does; an instance moves each cluster as a whole to a new base
-with the same residue mod 8, so offsets inside a cluster (``n`` and ``n+2`` of a padded
+by the clustering of :mod:`leirc.interp.shrink` (:func:`~leirc.interp.shrink.clusters`,
+:func:`~leirc.interp.shrink.size_map`, :func:`~leirc.interp.shrink.resize`: one
+implementation for both); an instance moves each cluster as a whole to a new base with the
+same residue mod 8, so offsets inside a cluster (``n`` and ``n+2`` of a padded
 convolution) and ``//8``-style groupings survive. A candidate is kept only if it checks
 clean and its literal run stays within ``max_iterations`` statement instances; a size
 that is a product of others (a flattened stride) makes the candidate fail the check and is
@@ -24,15 +26,11 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
+from ..interp.shrink import KEEP, clusters, iterations, resize, shrink, size_map, sizes_of
 from ..lang import ast as A
 from ..lang.canonical import fingerprint
 from ..lang.checker import CheckResult, check_kernel
-from ..interp.shrink import iterations, shrink
 
-#: sizes up to this are kept (loop extents 2..8 are usually structural: a 3x3 window)
-KEEP = 8
-#: integers this close to a cluster move with it
-GAP = 4
 #: the largest base a cluster may move to
 MAX_BASE = 64
 #: statement instances of one literal run of an instance (the oracle's cost)
@@ -61,57 +59,9 @@ class ShapeInstance:
                 "iterations": iterations(self.result), **self.signature()}
 
 
-def sizes_of(k: A.Kernel) -> list[int]:
-    out = [d for p in k.inputs + k.outputs for d in p.shape]
-    out += [d for n in A.walk(k) if isinstance(n, A.Alloc) for d in n.shape]
-    out += [n.extent for n in A.walk(k) if isinstance(n, A.Loop)]
-    return out
-
-
-def clusters(sizes: list[int], keep: int = KEEP) -> list[tuple[int, int]]:
-    big = sorted({s for s in sizes if s > keep})
-    out: list = []
-    for s in big:
-        if out and s - out[-1][1] <= GAP:
-            out[-1] = (out[-1][0], s)
-        else:
-            out.append((s, s))
-    return out
-
-
-def size_map(moved, keep: int = KEEP):
-    def f(n: int) -> int:
-        if n <= keep:
-            return n
-        for lo, hi, base in moved:
-            if lo - GAP <= n <= hi + GAP:
-                m = base + (n - lo)
-                return m if m > 0 else n
-        return n
-
-    return f
-
-
-def resize(node, f):
-    """``node`` with every size (shapes, extents, integer literals) mapped through ``f``."""
-    if isinstance(node, A.Const):
-        return replace(node, value=f(node.value)) if node.is_int else node
-    if isinstance(node, (A.Param, A.Alloc)):
-        return replace(node, shape=tuple(f(d) for d in node.shape))
-    if not hasattr(node, "__dataclass_fields__") or isinstance(node, (A.Span, A.Comment)):
-        return node
-    kw = {}
-    for fl in fields(node):
-        v = getattr(node, fl.name)
-        if isinstance(v, tuple) and v and hasattr(v[0], "__dataclass_fields__"):
-            kw[fl.name] = tuple(resize(x, f) for x in v)
-        elif hasattr(v, "__dataclass_fields__") and not isinstance(v, (A.Span, A.Comment)):
-            kw[fl.name] = resize(v, f)
-    if isinstance(node, A.Loop):
-        kw["extent"] = f(node.extent)
-    if "comments" in node.__dataclass_fields__ and getattr(node, "comments"):
-        kw["comments"] = ()  # they describe the sizes of the file, not of this instance
-    return replace(node, **kw) if kw else node
+def _fresh(node):
+    """``node`` at its own sizes, without the comments about them: an instance is a new program."""
+    return resize(node, lambda n: n, drop_comments=True)
 
 
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
@@ -145,7 +95,7 @@ def at_dtype(result: CheckResult, dtype: str) -> Optional[CheckResult]:
 
 def _try(kernel: A.Kernel, moved, max_iterations: int) -> Optional[CheckResult]:
     try:
-        r = check_kernel(resize(kernel, size_map(moved)))
+        r = check_kernel(resize(kernel, size_map(moved), drop_comments=True))
     except Exception:  # noqa: BLE001 - a malformed candidate is a rejected draw
         return None
     if not r.ok or iterations(r) > max_iterations:
@@ -174,11 +124,11 @@ def instances(result: CheckResult, count: int, *, seed: int = 0, key: str = "",
             out.append(ShapeInstance(len(out), r, tuple(tuple(m) for m in moved), how))
 
     if iterations(result) <= max_iterations:
-        add(check_kernel(resize(result.kernel, lambda n: n)), (), "original")
+        add(check_kernel(_fresh(result.kernel)), (), "original")
     else:
         small, moved = shrink(result.kernel, keep=KEEP)
         if iterations(small) <= max_iterations:
-            add(check_kernel(resize(small.kernel, lambda n: n)), moved, "shrunk")
+            add(check_kernel(_fresh(small.kernel)), moved, "shrunk")
     cl = clusters(sizes_of(result.kernel))
     rng = _rng(seed, key)
     attempts = 0
@@ -195,5 +145,4 @@ def instances(result: CheckResult, count: int, *, seed: int = 0, key: str = "",
     return out[:count]
 
 
-__all__ = ["ShapeInstance", "instances", "resize", "retype", "at_dtype", "size_map", "clusters", "sizes_of",
-           "MAX_ITERATIONS", "FLOAT_DTYPES"]
+__all__ = ["ShapeInstance", "instances", "retype", "at_dtype", "MAX_ITERATIONS", "FLOAT_DTYPES"]
