@@ -23,6 +23,12 @@ from ..strategies import base as S
 from . import reasoning as R
 
 
+def signature(kernel) -> dict:
+    """The interface (a trajectory never changes it), as a shape instance records it."""
+    return {"inputs": {p.name: [p.dtype, list(p.shape)] for p in kernel.inputs},
+            "outputs": {p.name: [p.dtype, list(p.shape)] for p in kernel.outputs}}
+
+
 def _worst(a: str, b: str) -> str:
     return max(a, b, key=S.NUMERICS.index)
 
@@ -72,7 +78,7 @@ def trajectory_record(source_id: str, source_text: str, steps: list, evaluator, 
     fps = [prog.fingerprint] + [s["fingerprint"] for s in states]
     return {
         "kind": "trajectory", "id": hashlib.sha256(json.dumps(fps).encode()).hexdigest()[:24],
-        "source": {"id": source_id, "kernel": prog.kernel.name},
+        "source": {"id": source_id, "kernel": prog.kernel.name}, "signature": signature(prog.kernel),
         "original": {"leir": root_text, "leir_compact": print_kernel(prog.kernel, COMPACT),
                      "fingerprint": prog.fingerprint},
         "root": {"ok": root.ok, "error_kind": root.error_kind, "ms": root_ms},
@@ -84,4 +90,4 @@ def trajectory_record(source_id: str, source_text: str, steps: list, evaluator, 
     }
 
 
-__all__ = ["trajectory_record"]
+__all__ = ["trajectory_record", "signature"]
