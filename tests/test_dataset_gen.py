@@ -299,3 +299,52 @@ def test_dtype_instances_retype_every_float_tensor(capsys):
     assert plain.units[0].key == p.units[2].key
     assert cmd_dataset.main(["gen", "--sources", SOURCES[1], "--out", "/nonexistent/x", "--dtypes", "i32"]) == 2
     assert "--dtypes expects floating-point dtypes" in capsys.readouterr().err
+
+
+def test_per_unit_caps_the_strategies_of_an_instance_and_keeps_the_hard_ones():
+    from leirc.dataset.filtering import HARD
+
+    src = [str(ROOT / "stdlib" / "softmax.leir")]
+    full = plan(src, GenOptions(seed=0, shapes=2, per_strategy=1))
+    capped = plan(src, GenOptions(seed=0, shapes=2, per_strategy=1, per_unit=3))
+    assert capped.to_json() == plan(src, GenOptions(seed=0, shapes=2, per_strategy=1, per_unit=3)).to_json()
+    assert [u.key for u in capped.units] == [u.key for u in full.units]
+    for u, f in zip(capped.units, full.units):
+        names = {j.step["strategy"] for j in u.jobs}
+        all_names = {j.step["strategy"] for j in f.jobs}
+        assert len(names) == min(3, len(all_names)) and names <= all_names
+        hard = sorted(all_names & HARD)
+        assert set(hard[:3]) <= names  # softmax's streaming rewrites are never crowded out
+        # a capped unit's jobs are the full plan's jobs of those strategies (same draws, same keys)
+        assert {j.key for j in u.jobs} == {j.key for j in f.jobs if j.step["strategy"] in names}
+    assert any(set(j.step["strategy"] for j in u.jobs) & HARD for u in capped.units)
+    assert "per_unit" not in GenOptions().to_json() and GenOptions(per_unit=3).to_json()["per_unit"] == 3
+
+
+def test_units_run_breadth_first_and_a_budget_stops_the_run_resumably(tmp_path):
+    from leirc.dataset.generate import run_order
+
+    p = plan(SOURCES, GenOptions(seed=3, shapes=2, per_strategy=1, strategies=STRATEGIES))
+    order = run_order(p.units)
+    idx = [u.instance["index"] for u in order]
+    assert idx == sorted(idx) and sorted(u.key for u in order) == sorted(u.key for u in p.units)
+    first = [u.source["id"] for u in order if u.instance["index"] == 0]
+    assert sorted(set(first)) == sorted({u.source["id"] for u in p.units})  # every source before any second shape
+    out = tmp_path / "budget"
+    s = generate(SOURCES, str(out), OPTS, workers=0, budget_s=0)
+    assert s["ran"] == {} and not s["complete"] and s["jobs_left"] == s["jobs"] > 0
+    assert len(Store(str(out), create=False)) == 0
+
+
+def test_gen_cli_budget_per_unit_and_rpc_flags(tmp_path, capsys):
+    src = str(ROOT / "stdlib" / "relu.leir")
+    out = tmp_path / "b"
+    assert cmd_dataset.main(["gen", "--sources", src, "--out", str(out), "--strategies", "loop_split",
+                             "--per-unit", "1", "--budget", "0.001", "-q"]) == 0
+    assert "stopped by --budget" in capsys.readouterr().err and len(Store(str(out), create=False)) == 0
+    for bad, msg in ((["--rpc", "nowhere", "--key", "k"], "not a tracker address"),
+                     (["--key", "k"], "--key needs the tracker"),
+                     (["--rpc", "127.0.0.1:9190"], "device key"), (["--per-unit", "0"], "--per-unit")):
+        assert cmd_dataset.main(["gen", "--sources", src, "--out", str(tmp_path / "x"), *bad]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err and err.count("\n") == 1

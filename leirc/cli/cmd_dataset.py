@@ -45,6 +45,13 @@ def add_arguments(p) -> None:
     g.add_argument("--target", default="llvm", help="evaluation target: llvm (default) or cuda")
     g.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (units by key hash)")
     g.add_argument("--limit", type=int, metavar="N", help="at most N jobs (in plan order)")
+    g.add_argument("--per-unit", type=int, metavar="K",
+                   help="at most K strategies per shape instance (the hard ones first; default: all)")
+    g.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="start no job after SECONDS (the rest stays to do: rerun the command to resume)")
+    g.add_argument("--rpc", metavar="HOST:PORT", help="time on a server of TVM's RPC tracker at HOST:PORT "
+                                                      "(verification stays here); needs --key")
+    g.add_argument("--key", metavar="KEY", help="the RPC device key to ask the tracker for")
     g.add_argument("--max-iterations", type=int, metavar="N",
                    help="largest instance, in statement instances of a literal run (default 65536)")
     g.add_argument("--verify-seeds", default="0,1", metavar="S,S", help="verification input seeds (default 0,1)")
@@ -137,6 +144,10 @@ def run_gen(args) -> int:
         return _err("--shapes, --per-strategy and --repeat must be at least 1")
     if args.limit is not None and args.limit < 1:
         return _err("--limit must be at least 1")
+    if args.per_unit is not None and args.per_unit < 1:
+        return _err("--per-unit must be at least 1")
+    if args.budget is not None and args.budget <= 0:
+        return _err("--budget must be a positive number of seconds")
     if args.target not in ("llvm", "cuda"):
         return _err(f"--target must be llvm or cuda (the evaluator runs compiled kernels), got {args.target!r}")
     strategies = None
@@ -159,22 +170,31 @@ def run_gen(args) -> int:
         bad = [d for d in dtypes if d not in FLOAT_DTYPES]
         if bad or not dtypes:
             return _err(f"--dtypes expects floating-point dtypes ({', '.join(FLOAT_DTYPES)}), got {args.dtypes!r}")
-    opts = GenOptions(seed=args.seed, shapes=args.shapes, dtypes=dtypes, per_strategy=args.per_strategy, target=args.target,
-                      strategies=strategies, max_iterations=args.max_iterations or MAX_ITERATIONS,
-                      verify_seeds=vseeds, time=not args.no_time, repeat=args.repeat, tokens=args.tokens,
-                      compare_compiled=not args.no_compare_compiled, shard=shard, limit=args.limit)
+    try:
+        opts = GenOptions(seed=args.seed, shapes=args.shapes, dtypes=dtypes, per_strategy=args.per_strategy,
+                          target=args.target, strategies=strategies, max_iterations=args.max_iterations or MAX_ITERATIONS,
+                          verify_seeds=vseeds, time=not args.no_time, repeat=args.repeat, tokens=args.tokens,
+                          compare_compiled=not args.no_compare_compiled, shard=shard, limit=args.limit,
+                          per_unit=args.per_unit, rpc=args.rpc, rpc_key=args.key)
+    except ValueError as e:
+        return _err(str(e))
+    if args.key is not None and args.rpc is None:
+        return _err("--key needs the tracker that hands the device out (--rpc HOST:PORT)")
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     if args.plan_only:
         p = plan(args.sources, opts, log)
         print(json.dumps(p.to_json(), indent=2, sort_keys=True))
         return 1 if p.problems else 0
     try:
-        summary = generate(args.sources, args.out, opts, workers=args.workers, log=log)
+        summary = generate(args.sources, args.out, opts, workers=args.workers, budget_s=args.budget, log=log)
     except StoreError as e:
         return _err(str(e))
     print(json.dumps(summary, indent=2, sort_keys=True))
     for p in summary["problems"]:
         print(f"leirc dataset: {p}", file=sys.stderr)
+    if not summary["complete"]:
+        print(f"leirc dataset: stopped by --budget with {summary['jobs_left']} job(s) to do; rerun to resume",
+              file=sys.stderr)
     bad = summary["status"].get("strategy_bug", 0) + summary["status"].get("error", 0)
     return 1 if summary["problems"] or bad else 0
 

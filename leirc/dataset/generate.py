@@ -17,6 +17,11 @@ worker builds it once, verifies it against the literal interpreter (the oracle u
 is committed to ``DIR/dataset.sqlite`` at once (:mod:`.store`), so a killed run loses no
 finished record and a rerun resumes where it stopped; evaluations are also cached on disk
 (``DIR/evalcache``).
+
+Bounded runs: ``per_unit`` keeps at most that many strategies per unit (the hard ones
+first), units run breadth first over shape instances, and ``budget_s`` stops starting jobs
+after that many seconds (a rerun resumes). With ``rpc``/``rpc_key`` the timings come from a
+server of TVM's RPC tracker (:mod:`leirc.lower.rpc`); verification stays here.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ..lang.printer import COMPACT, PRETTY, print_kernel
 from ..strategies import base as S
 from . import reasoning as R
 from ..lang.canonical import fingerprint
+from .filtering import HARD
 from .shapes import MAX_ITERATIONS, ShapeInstance, at_dtype, instances
 from .sources import Source, discover, load
 from .store import Store
@@ -70,9 +76,31 @@ class GenOptions:
     compare_compiled: bool = True
     shard: tuple = (0, 1)  # (i, n)
     limit: Optional[int] = None
+    #: at most this many strategies per unit (the hard ones first, the rest drawn by the
+    #: seeded RNG); None: every applicable strategy. A bounded run over many sources wants
+    #: few steps per instance so that every source gets some
+    per_unit: Optional[int] = None
+    #: time on a server that TVM's RPC tracker at ``rpc`` (``HOST:PORT``) hands out for
+    #: ``rpc_key`` (verification stays here); None: time here. The key names the device and
+    #: is part of the dataset; the tracker's address is not (a rerun may reach it elsewhere)
+    rpc: Optional[str] = None
+    rpc_key: Optional[str] = None
+
+    def __post_init__(self):
+        # a key without a tracker is a dataset's recorded options (from_json); generate refuses it
+        if self.rpc is not None and not self.rpc_key:
+            raise ValueError("remote timing needs both the tracker (--rpc HOST:PORT) and the device key (--key)")
+        if self.rpc is not None:
+            from ..lower.rpc import parse_address
+
+            parse_address(self.rpc)  # ValueError with the reason
 
     def to_json(self) -> dict:
         d = asdict(self)
+        del d["rpc"]
+        for k in ("per_unit", "rpc_key"):  # datasets generated before these options existed stay resumable
+            if d[k] is None:
+                del d[k]
         d["strategies"] = None if self.strategies is None else list(self.strategies)
         d["verify_seeds"] = list(self.verify_seeds)
         d["dtypes"] = list(self.dtypes)
@@ -145,8 +173,14 @@ def pick_steps(result, opts: GenOptions, unit_key: str) -> list[tuple[S.Step, S.
     for site in S.enumerate_sites(result.kernel, names, result=result):
         for st in site.steps(limit=SITE_STEPS):
             by_strategy[site.strategy].setdefault(st, site)
+    names_here = sorted(by_strategy)
+    if opts.per_unit is not None and len(names_here) > opts.per_unit:
+        hard = [n for n in names_here if n in HARD]
+        easy = [n for n in names_here if n not in HARD]
+        rest = _rng(opts.seed, unit_key, "per_unit").sample(easy, max(0, opts.per_unit - len(hard)))
+        names_here = sorted((hard + rest)[:opts.per_unit])
     out = []
-    for name in sorted(by_strategy):
+    for name in names_here:
         cands = list(by_strategy[name].items())  # enumeration order: deterministic
         k = min(opts.per_strategy, len(cands))
         for st, site in _rng(opts.seed, unit_key, name).sample(cands, k):
@@ -223,7 +257,7 @@ def _evaluator(opts: GenOptions, directory: str):
 
         if _EVALUATOR is not None:
             _EVALUATOR[1].close()
-        ev = Evaluator(opts.target, seeds=opts.verify_seeds, dists=None, time=opts.time,
+        ev = Evaluator(opts.target, seeds=opts.verify_seeds, dists=None, time=opts.time and opts.rpc is None,
                        cache_dir=os.path.join(directory, "evalcache"), threads=1, warmup=1,
                        repeat=opts.repeat, min_repeat_ms=5.0, verify_options={"oracle": opts.oracle})
         _EVALUATOR = (key, ev)
@@ -274,8 +308,37 @@ def _ms(ev) -> Optional[float]:
     return ev.timing.median_ms if ev.timing is not None and ev.timing.ok else None
 
 
-def run_unit(unit: Unit, opts: GenOptions, directory: str) -> dict:
-    """Evaluate every job of ``unit`` not yet in the store; returns counts by status."""
+class _Remote:
+    """The timings of one unit on the RPC server (:class:`leirc.lower.rpc.RemoteTimer`): the
+    original and each verified candidate are timed in one remote session, one after the
+    other, on the verification seeds' inputs, so every speedup compares two runs of the
+    same session."""
+
+    def __init__(self, opts: GenOptions, original_text: str, kernel):
+        from ..lower.rpc import RemoteTimer
+        from ..lower.runner import make_inputs
+
+        self.timer = RemoteTimer(opts.rpc, opts.rpc_key, target=opts.target)
+        self.where = self.timer.where
+        self.original = original_text
+        self.sets = [make_inputs(kernel, seed, "normal") for seed in opts.verify_seeds]
+        self.repeat = opts.repeat
+
+    def pair(self, text: str) -> tuple:
+        """(original ms, candidate ms, error or None)."""
+        a, b = self.timer.time([self.original, text], self.sets, repeat=self.repeat, min_repeat_ms=5.0)
+        err = next((t.error for t in (a, b) if not t.ok), None)
+        return (a.median_ms if a.ok else None), (b.median_ms if b.ok else None), err
+
+
+def _past(deadline: Optional[float]) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
+def run_unit(unit: Unit, opts: GenOptions, directory: str, deadline: Optional[float] = None) -> dict:
+    """Evaluate every job of ``unit`` not yet in the store; returns counts by status.
+    ``deadline`` (``time.time()`` seconds): start no job after it; the rest stay to do, for
+    a rerun to resume."""
     from ..engine.program import Program, apply
     from ..strategies import NotApplicable, StrategyBug
 
@@ -283,12 +346,13 @@ def run_unit(unit: Unit, opts: GenOptions, directory: str) -> dict:
     done = store.done()
     todo = [j for j in unit.jobs if j.key not in done]
     counts: dict = defaultdict(int)
-    if not todo:
+    if not todo or _past(deadline):
         return dict(counts)
     prog = Program.from_text(unit.text)
     if not getattr(prog, "ok", False):  # the plan checked it: only a leirc bug lands here
         raise RuntimeError(f"{unit.source['id']}: the planned instance does not check")
     ev = _evaluator(opts, directory)
+    remote = _Remote(opts, unit.text, prog.kernel) if opts.rpc is not None and opts.time else None
     t0 = time.perf_counter()
     base = ev.evaluate(unit.text)
     base_ms = _ms(base)
@@ -307,6 +371,8 @@ def run_unit(unit: Unit, opts: GenOptions, directory: str) -> dict:
     for job in unit.jobs:
         if job.key in done:
             continue
+        if _past(deadline):
+            break
         step = S.Step.from_json(job.step)
         strat = S.get(step.name)
         rec = {"job": job.key, "order": job.order, "unit": unit.key, "source": unit.source, "instance": unit.instance,
@@ -353,10 +419,22 @@ def run_unit(unit: Unit, opts: GenOptions, directory: str) -> dict:
                     if same is not None:
                         rec["verification"]["bitwise_vs_original"] = same
                 rec["status"] = "ok" if e.ok else (e.error_kind or "error")
-                rec["reasoning"]["measured"] = R.measured(e, base_ms, opts.target)
-                rec["timing"] = {"original_ms": base_ms, "transformed_ms": _ms(e),
-                                 "speedup": rec["reasoning"]["measured"]["speedup"], "target": opts.target,
-                                 "threads": 1}
+                measured = R.measured(e, base_ms, opts.target)
+                timing = {"original_ms": base_ms, "transformed_ms": _ms(e), "target": opts.target, "threads": 1,
+                          "on": "local"}
+                if remote is not None:
+                    timing.update(on=remote.where, threads=None, original_ms=None, transformed_ms=None)
+                    if e.ok:
+                        a, b, err = remote.pair(text)
+                        timing.update(original_ms=a, transformed_ms=b, error=err)
+                    sp = (timing["original_ms"] / timing["transformed_ms"]
+                          if timing["original_ms"] and timing["transformed_ms"] else None)
+                    measured.update(original_ms=timing["original_ms"], transformed_ms=timing["transformed_ms"],
+                                    speedup=round(sp, 4) if sp else None)
+                measured["on"] = timing["on"]
+                rec["reasoning"]["measured"] = measured
+                timing["speedup"] = measured["speedup"]
+                rec["timing"] = timing
                 rec["timings"] = {"apply_s": round(apply_s, 4), "evaluate_s": round(time.perf_counter() - t2, 4),
                                   "build_s": e.build_s, "baseline_s": round(base_s, 4), "cached": e.cached}
                 if opts.tokens and e.ok:
@@ -381,26 +459,43 @@ def _crash_records(unit: Unit, opts: GenOptions, directory: str, message: str) -
                    "original": {"leir": unit.text}, "transformed": None})
 
 
+def run_order(units: list) -> list:
+    """Breadth first over shape instances: every source's instance 0 (in plan order), then
+    every instance 1, ... -- a run stopped early has covered every source it could."""
+    return sorted(units, key=lambda u: (u.instance["index"], u.order))
+
+
 def _init_worker() -> None:
     # a worker's stdout belongs to the parent's progress lines
     sys.stdout = sys.stderr
 
 
-def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1,
+def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budget_s: Optional[float] = None,
              log: Callable[[str], None] = lambda m: None) -> dict:
-    """Plan, run (resuming what the store already has), export; returns a summary."""
+    """Plan, run (resuming what the store already has), export; returns a summary.
+
+    Units run breadth first over shape instances (every source's instance 0, then every
+    instance 1, ...), so a run stopped early covers every source instead of the first few.
+    ``budget_s``: seconds from the start after which no job starts (the plan's time
+    included); the summary's ``complete`` says whether every job is done, and a rerun
+    resumes the rest. The records do not depend on the order or on where a run stopped."""
+    if opts.rpc_key is not None and opts.rpc is None:
+        raise ValueError(f"the device key {opts.rpc_key!r} needs the tracker that hands it out (--rpc HOST:PORT)")
     store = Store(directory)
     store.claim(opts.to_json())
     t0 = time.perf_counter()
+    deadline = None if budget_s is None else time.time() + budget_s
     p = plan(paths, opts, log)
     write_atomic(os.path.join(directory, "plan.json"), json.dumps(p.to_json(), indent=2, sort_keys=True) + "\n")
     done = store.done()
-    pending = [u for u in p.units if any(j.key not in done for j in u.jobs)]
+    pending = run_order([u for u in p.units if any(j.key not in done for j in u.jobs)])
     log(f"{len(p.units)} unit(s), {p.jobs()} job(s); {len(done)} already done, {len(pending)} unit(s) to run")
     totals: dict = defaultdict(int)
     if workers <= 0:
         for u in pending:
-            for k, v in run_unit(u, opts, directory).items():
+            if _past(deadline):
+                break
+            for k, v in run_unit(u, opts, directory, deadline).items():
                 totals[k] += v
             log(f"done {u.source['id']} #{u.instance['index']}")
     else:
@@ -411,7 +506,7 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1,
             broken = False
             with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                                      initializer=_init_worker) as pool:
-                futs = {pool.submit(run_unit, u, opts, directory): u for u in pending}
+                futs = {pool.submit(run_unit, u, opts, directory, deadline): u for u in pending}
                 finished = set()
                 for fut in as_completed(futs):
                     u = futs[fut]
@@ -437,8 +532,11 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1,
                 _crash_records(u, opts, directory, "the generator's worker process died on this unit")
             pending = [u for u in pending if crashes[u.key] < MAX_UNIT_CRASHES]
     n_ok, n_bad = store.export_jsonl()
+    left = p.jobs() - len(store.done() & {j.key for u in p.units for j in u.jobs})
     return {"units": len(p.units), "jobs": p.jobs(), "ran": dict(totals), "status": store.counts(),
-            "records": n_ok, "rejected": n_bad, "problems": p.problems, "seconds": round(time.perf_counter() - t0, 2)}
+            "records": n_ok, "rejected": n_bad, "problems": p.problems, "seconds": round(time.perf_counter() - t0, 2),
+            "complete": left == 0, "jobs_left": left}
 
 
-__all__ = ["GenOptions", "Plan", "Unit", "Job", "plan", "generate", "run_unit", "record_id", "shard_of", "pick_steps"]
+__all__ = ["GenOptions", "Plan", "Unit", "Job", "plan", "generate", "run_unit", "run_order", "record_id", "shard_of",
+           "pick_steps"]
