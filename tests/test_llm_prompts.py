@@ -34,11 +34,12 @@ def user_of(msgs) -> str:
 # the dataset's record format lives here, and dataset.prompt is the same objects
 
 
-def test_dataset_prompt_is_a_reexport_of_the_one_definition():
-    from leirc.dataset import prompt as D
+def test_the_dataset_exports_with_the_one_prompt_module():
+    import leirc.dataset.export as E
 
-    for name in ("SYSTEM", "user_prompt", "answer", "assistant_message"):
-        assert getattr(D, name) is getattr(P, name)
+    assert E.prompt is P
+    with pytest.raises(ImportError):
+        import leirc.dataset.prompt  # noqa: F401 - there is one definition, in leirc.llm.prompts
 
 
 def test_record_prompt_text_is_the_step_tp_format():

@@ -33,7 +33,7 @@ from typing import Iterable
 
 from ..io import write_atomic
 from ..llm.prompts import history_text
-from . import prompt
+from ..llm import prompts as prompt  # the one prompt module (the LLM proposers ask in this format)
 from .reasoning import render
 from .store import jsonl
 
