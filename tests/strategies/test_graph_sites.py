@@ -32,5 +32,5 @@ def test_listing_is_fast():
 def test_registered_as_graph_level():
     assert sorted(GRAPH) == sorted([
         "common_subexpression_elimination", "compute_inline", "dead_code_elimination", "expression_reorder",
-        "expression_splitting", "operator_fission", "operator_fusion", "tensor_concat_to_fuse_operators",
+        "expression_splitting", "operator_fission", "operator_fusion", "outer_fusion", "tensor_concat_to_fuse_operators",
         "tensor_split_to_decouple_operators"])
