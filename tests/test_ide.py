@@ -420,6 +420,7 @@ def test_inline_evaluation_goes_through_the_engine():
 
 from leirc.ide import assists as ide_assists  # noqa: E402
 from leirc.ide import features as F  # noqa: E402
+from leirc.strategies import base as S  # noqa: E402
 from leirc.ide.document import AnalysisCache, Document  # noqa: E402
 
 
@@ -506,18 +507,77 @@ def test_hover_inlay_and_signature_on_the_checked_facts():
     assert F.signature_help(doc, *_at(NAV, "X^{f32,g}_{i}", 0, 12)) is None  # in a subscript, not an argument
 
 
-def test_assists_are_planned_titled_and_resolve_to_minimal_edits():
+def test_assists_are_listed_without_planning_titled_and_resolve_to_minimal_edits(monkeypatch):
     src = (STDLIB / "softmax.leir").read_text()
     doc = Document(src)
     line, col = _at(src, "L^{256}", 1)
+    planned = []
+    real_plan = ide_assists.plan_step
+    monkeypatch.setattr(ide_assists, "plan_step", lambda *a, **kw: planned.append(a[1]) or real_plan(*a, **kw))
     acts = ide_assists.assists_at(doc, line, col)
+    assert planned == []  # listing applies nothing: resolving plans
     titles = [a.title for a in acts]
     assert "Parallelize loop i" in titles and all(ide.anchors.contains(a.span, line, col) for a in acts)
     par = next(a for a in acts if a.title == "Parallelize loop i")
     out = ide.apply_to_text(src, ide_assists.resolve(doc, par.kernel, par.step))
+    assert planned == [par.step]
     assert out == ide.apply_text(src, par.step)
-    sugg = ide_assists.suggest(doc, "softmax", 3)
-    assert sugg and sugg[0].score >= sugg[-1].score and all(s.rationale for s in sugg)
+    # the list equals the strategies' own cursor listing, whatever the order they ran in
+    got = ide_assists.focus_at(doc, line, col)
+    assert got is not None and got[1].complete
+    direct = {st for site in S.sites_at(got[0].kernel, got[1].path, result=got[0].result)
+              for st in site.steps(limit=2)}
+    assert {a.step for a in acts} <= direct
+    # a listed step that does not apply is refused at resolve time, with a reason
+    bogus = Step.make("loop_unrolling", loop="N9.zz")
+    with pytest.raises(NotApplicable):
+        ide_assists.resolve(doc, "softmax", bogus)
+
+
+def test_focus_sites_are_complete_per_strategy_and_remembered():
+    src = (STDLIB / "softmax.leir").read_text() + "\n% a text of its own: a kernel object of its own\n"
+    doc = Document(src)
+    line, col = _at(src, "L^{256}", 1)
+    seg, focus = ide_assists.focus_at(doc, line, col)
+    names = ide_assists.strategy_names()
+    assert focus.compute(names[:3]) and focus.missing(names[:3]) == []
+    assert not focus.complete and set(focus.found) == set(names[:3])
+    # stopped before the next strategy: nothing half listed
+    assert focus.compute(names, stop=lambda: True) is False and set(focus.found) == set(names[:3])
+    assert focus.compute() and focus.complete
+    assert ide_assists.focus_at(Document(src), line, col)[1] is focus  # same kernel text: same object
+    fast, slow = ide_assists.split_by_cost(names, slow_ms=-1.0)
+    assert fast == [] and sorted(slow) == sorted(names)
+
+
+def test_suggestions_rank_with_the_search_cost_model_and_memory(tmp_path):
+    from leirc.ide import suggestions as SG
+    from leirc.search.memory import Memory
+    from leirc.search.suggest import suggest as search_suggest
+    from leirc.engine.program import Program
+
+    src = (STDLIB / "softmax.leir").read_text()
+    doc = Document(src)
+    r = SG.suggest(doc, "softmax", 3)
+    assert r.source == "cost model" and r.suggestions and r.note == ""
+    seg = doc.segment_of("softmax")
+    expect = search_suggest(Program(seg.kernel, seg.result), k=3)
+    assert [s.step for s in r.suggestions] == [e.step for e in expect]
+    assert all(s.rationale.startswith("cost model") and s.title for s in r.suggestions)
+    # remembered per kernel text (the code-action list shows them without ranking again)
+    assert SG.last(Document(src), "softmax") == r.suggestions and SG.last(Document(src + " "), "softmax") == []
+    # a memory file read in process: its evidence joins the rationale; the file stays closed
+    path = tmp_path / "memory.sqlite"
+    m = Memory(str(path))
+    m.record([], r.suggestions[0].step.name, 0.5)
+    m.close()
+    mem = SG.open_memory(str(path))
+    assert mem is not None and mem.db is None
+    r2 = SG.suggest(doc, "softmax", 3, memory=mem)
+    assert r2.source == "cost model + memory" and all("memory:" in s.rationale for s in r2.suggestions)
+    assert SG.open_memory(str(tmp_path / "missing.sqlite")) is None and SG.open_memory("none") is None
+    with pytest.raises(NotApplicable):
+        SG.suggest(doc, "nope")
 
 
 def test_range_formatting_touches_only_the_kernels_in_the_range():

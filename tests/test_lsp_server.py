@@ -10,7 +10,9 @@ from test_lsp_support import change_doc, diagnostics_for, make_client_fixture, o
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-client = make_client_fixture()
+# no user memory (the ranking must not depend on the machine's ~/.cache) and complete
+# code-action lists (the time budget is tested on its own in test_lsp_latency.py)
+client = make_client_fixture(init_options={"memory": "none", "codeActionBudgetMs": 0})
 
 MATMUL = r"""% a matmul
 \kernel matmul(A: f32[64, 32], B: f32[32, 48]) -> (C: f32[64, 48]) {

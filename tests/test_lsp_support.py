@@ -18,7 +18,7 @@ SERVER = [sys.executable, "-m", "leirc_lsp"]
 def make_client_fixture(scope: str = "module", env: dict | None = None, capabilities=None, init_options=None):
     @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=env), scope=scope)
     async def client(lsp_client: LanguageClient):
-        await lsp_client.initialize_session(T.InitializeParams(
+        lsp_client.init_result = await lsp_client.initialize_session(T.InitializeParams(
             capabilities=capabilities if capabilities is not None else client_capabilities("visual-studio-code"),
             root_uri="file:///ws", initialization_options=init_options))
         conv = lsp_client.protocol._converter

@@ -7,8 +7,9 @@
 * :func:`evaluate_kernel` — inline verification through the engine's Evaluator;
 * :class:`Document` — a document analyzed kernel by kernel with a per-kernel cache (an
   edit re-parses and re-checks one kernel), the base of :mod:`.features` (hover,
-  navigation, rename, symbols, tokens, completion, formatting...) and :mod:`.assists`
-  (cursor-restricted strategy actions, suggestions) that the language server wraps.
+  navigation, rename, symbols, tokens, completion, formatting...), :mod:`.assists`
+  (cursor-restricted strategy actions, listed without planning, planned on resolve) and
+  :mod:`.suggestions` (the search's ranking, or an LLM's) that the language server wraps.
 
 Positions are 1-based (line, column), end-exclusive, as in :class:`leirc.lang.ast.Span`.
 """

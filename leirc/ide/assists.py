@@ -1,33 +1,36 @@
 """Strategy code actions for an editor, fast enough to list on every cursor move.
 
-* Sites around the cursor come from the strategies' cursor-restricted enumeration
-  (:func:`leirc.strategies.base.sites_at`: the item under the cursor and the items
-  enclosing it), remembered per kernel and item; once the whole kernel's sites are
-  known (:func:`prefetch`, which the server runs in the background after each edit),
-  listing is a filter. A step is offered when its anchor (:mod:`leirc.ide.anchors`)
-  contains the cursor.
-* Every offered step is planned once (the strategy's preconditions and a re-check of
-  the new kernel) before it is listed, and the plan is remembered, so resolving the
-  action — turning it into minimal text edits (:func:`leirc.ide.edits.kernel_edits`) —
-  costs only the diff.
-* :func:`suggest` ranks the applicable steps of a kernel with a small, documented
-  heuristic (:data:`PRIORITY`), the offline stand-in for the search's ``suggest``.
+* **Listing plans nothing.** The steps offered at a cursor come from the strategies'
+  cursor-restricted enumeration (:func:`leirc.strategies.base.sites_at`: the item under
+  the cursor and the items enclosing it), strategy by strategy, into a
+  :class:`FocusSites` remembered per kernel object (the document cache hands out the
+  same object while the kernel's text is unchanged) and cursor item. A step is offered
+  when its anchor (:mod:`leirc.ide.anchors`) contains the cursor.
+* **Resolving plans once.** :func:`resolve` plans the chosen step (the strategy's
+  preconditions and a re-check of the new kernel) and turns it into minimal text edits
+  (:func:`leirc.ide.edits.kernel_edits`); a step that no longer applies raises
+  :class:`NotApplicable`, which the server shows as a disabled action with the reason.
+* **Slow strategies do not hold the list.** Each strategy's listing time is remembered
+  (:func:`strategy_cost`); the server computes the ones that were slow lately in a
+  thread of their own and answers with what is known by its time budget. What was left
+  out is listed at the next request for the same place (nothing is dropped for good).
 
 Positions are document positions (1-based, code points); edits are in document
-coordinates.
+coordinates. Ranked suggestions live in :mod:`leirc.ide.suggestions`.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 from ..lang import ast as A
 from ..lang.facts import CheckResult
 from ..strategies import base as S
-from ..strategies.base import NotApplicable, Rewrite, Site, Step, StrategyBug, enumerate_sites, plan_step
+from ..strategies.base import NotApplicable, Rewrite, Step, StrategyBug, plan_step
 from .anchors import anchor_node, contains
 from .document import Document, Segment
 from .edits import TextEdit, kernel_edits
@@ -35,7 +38,9 @@ from .edits import TextEdit, kernel_edits
 
 @dataclass(frozen=True)
 class Assist:
-    """A strategy step offered at a position (already planned: it applies)."""
+    """A strategy step offered at a position (listed, not planned: :func:`resolve` plans
+    it). ``numerics`` is what the strategy declares (``bitwise``, ``reassociating``,
+    ``approximate``)."""
 
     title: str
     step: Step
@@ -45,7 +50,9 @@ class Assist:
     summary: str = ""
 
 
-class _LRU:
+class LRU:
+    """A small thread-safe least-recently-used map."""
+
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.items: OrderedDict = OrderedDict()
@@ -69,16 +76,9 @@ class _LRU:
 # Keyed by the kernel object's identity (the entry keeps the object, so the id stays
 # valid): the document cache hands out the same object while a kernel's text is
 # unchanged, and hashing a kernel walks its whole tree.
-_SITES = _LRU(64)
-_PLANS = _LRU(4096)
-
-
-def sites(kernel: A.Kernel, result: CheckResult) -> list[Site]:
-    """Every site of ``kernel`` (remembered per kernel)."""
-    hit = _SITES.get(id(kernel))
-    if hit is not None and hit[0] is kernel:
-        return hit[1]
-    return _SITES.put(id(kernel), (kernel, enumerate_sites(kernel, result=result)))[1]
+_PLANS = LRU(4096)
+#: what this process did (the language server reports it: ``leirc.serverStats``)
+COUNTERS = {"plans": 0, "listings": 0}
 
 
 def plan(kernel: A.Kernel, result: CheckResult, step: Step) -> Optional[Rewrite]:
@@ -87,12 +87,251 @@ def plan(kernel: A.Kernel, result: CheckResult, step: Step) -> Optional[Rewrite]
     hit = _PLANS.get(key)
     if hit is not None and hit[0] is kernel:
         return hit[1]
+    COUNTERS["plans"] += 1
+    why = ""
     try:
         rw = plan_step(kernel, step, result=result)
-    except (NotApplicable, StrategyBug, KeyError, ValueError, TypeError):
-        rw = None
-    _PLANS.put(key, (kernel, rw))
+    except (NotApplicable, StrategyBug, KeyError, ValueError, TypeError) as e:
+        rw, why = None, str(e).removeprefix(f"{step.name}: ")
+    _PLANS.put(key, (kernel, rw, why))
     return rw
+
+
+def why_not(kernel: A.Kernel, step: Step) -> str:
+    """The reason :func:`plan` gave for ``step`` not applying ("" when unknown)."""
+    hit = _PLANS.get((id(kernel), step))
+    return hit[2] if hit is not None and hit[0] is kernel else ""
+
+
+# ---------------------------------------------------------------------------
+# listing
+
+#: a strategy whose listing at one cursor took longer than this lately is "slow": the
+#: server lists it off the request's path (see the module docstring)
+SLOW_MS = 10.0
+_COSTS: dict[str, float] = {}
+_COSTS_LOCK = threading.Lock()
+
+
+def strategy_cost(name: str) -> float:
+    """Recent peak of the time (ms) one cursor listing of strategy ``name`` took (0 when
+    never measured). A peak that decays (x0.8 per measurement) rather than a mean: one
+    heavy kernel makes a strategy slow until a few light listings say otherwise."""
+    return _COSTS.get(name, 0.0)
+
+
+def _record_cost(name: str, ms: float) -> None:
+    with _COSTS_LOCK:
+        _COSTS[name] = max(ms, 0.8 * _COSTS.get(name, 0.0))
+
+
+def strategy_names() -> list[str]:
+    """Every registered strategy (the registry's order)."""
+    return [s.name for s in S.all_strategies()]
+
+
+def split_by_cost(names: Iterable[str], slow_ms: float = SLOW_MS) -> tuple[list[str], list[str]]:
+    """``names`` as (fast, slow) by :func:`strategy_cost`, each cheapest first."""
+    ordered = sorted(names, key=lambda n: (strategy_cost(n), n))
+    return [n for n in ordered if strategy_cost(n) <= slow_ms], [n for n in ordered if strategy_cost(n) > slow_ms]
+
+
+class FocusSites:
+    """The steps anchored at one cursor item of one kernel (and the items enclosing it),
+    computed strategy by strategy: each strategy's part is complete or missing, never
+    half done. Thread-safe: two threads may compute disjoint strategies at once."""
+
+    def __init__(self, kernel: A.Kernel, result: CheckResult, path: tuple, per_site: int = 2):
+        self.kernel, self.result, self.path, self.per_site = kernel, result, tuple(path), per_site
+        self.found: dict[str, list[tuple[Step, A.Node]]] = {}
+        self._lock = threading.Lock()
+        self._claimed: set[str] = set()  # strategies some thread is computing now
+        self.futures: dict[str, object] = {}  # the server's pending work, by pool name
+
+    def missing(self, names: Optional[Iterable[str]] = None) -> list[str]:
+        names = strategy_names() if names is None else names
+        return [n for n in names if n not in self.found]
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing()
+
+    def compute(self, names: Optional[Iterable[str]] = None, stop: Callable[[], bool] = lambda: False) -> bool:
+        """List the strategies of ``names`` (default all) not listed yet, cheapest first;
+        ``stop()`` is asked between strategies. True when all of them are listed."""
+        todo = sorted(self.missing(names), key=lambda n: (strategy_cost(n), n))
+        for name in todo:
+            if stop():
+                return False
+            with self._lock:
+                if name in self.found or name in self._claimed:
+                    continue
+                self._claimed.add(name)
+            try:
+                COUNTERS["listings"] += 1
+                t0 = time.perf_counter()
+                try:
+                    sites = S.sites_at(self.kernel, self.path, result=self.result, strategies=[name])
+                    steps = [st for site in sites for st in site.steps(limit=self.per_site)]
+                except Exception:  # noqa: BLE001 - one strategy's bug must not empty the whole list
+                    steps = []
+                _record_cost(name, (time.perf_counter() - t0) * 1000)
+                out = []
+                for st in steps:
+                    node = anchor_node(self.kernel, st)
+                    if node is not None and node.span is not None:
+                        out.append((st, node))
+                self.found[name] = out
+            finally:
+                with self._lock:
+                    self._claimed.discard(name)
+        return not self.missing(names)
+
+    def merge(self, listing: dict) -> None:
+        """Take a listing made elsewhere (:func:`list_in_worker` for this kernel's text and
+        this item): the strategies not listed here yet become listed."""
+        for name, got in listing.items():
+            if name in self.found:
+                continue
+            _record_cost(name, float(got.get("ms", 0.0)))
+            out = []
+            for raw in got.get("steps", ()):
+                try:
+                    st = Step.from_json(raw)
+                except (ValueError, TypeError):
+                    continue
+                node = anchor_node(self.kernel, st)
+                if node is not None and node.span is not None:
+                    out.append((st, node))
+            self.found[name] = out
+
+    def steps(self) -> list[tuple[Step, A.Node]]:
+        """What is listed so far, without repeats, in the registry's order."""
+        out, seen = [], set()
+        for name in sorted(self.found):
+            for st, node in self.found[name]:
+                if st not in seen:
+                    seen.add(st)
+                    out.append((st, node))
+        return out
+
+
+def list_in_worker(text: str, last: bool, path: tuple, names: list[str], per_site: int = 2) -> dict:
+    """The listing of strategies ``names`` at item ``path`` of the kernel of segment text
+    ``text`` (see :func:`leirc.ide.document.analyze_segment`), as JSON for
+    :meth:`FocusSites.merge`: ``{name: {"steps": [step JSON], "ms": listing time}}``.
+    Runs in a worker process (the server lists the slow strategies there, at a lower
+    priority, so that they take no time from the requests); the kernel is parsed there
+    from the same text, so paths and references are the same."""
+    from .document import CACHE
+
+    a = CACHE.get(text, last)
+    if a.kernel is None or not a.ok:
+        return {}
+    out = {}
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            sites = S.sites_at(a.kernel, tuple(path), result=a.result, strategies=[name])
+            steps = [st.to_json() for site in sites for st in site.steps(limit=per_site)]
+        except Exception:  # noqa: BLE001 - one strategy's bug must not empty the whole list
+            steps = []
+        out[name] = {"steps": steps, "ms": (time.perf_counter() - t0) * 1000}
+    return out
+
+
+def lower_priority(parent: Optional[int] = None) -> None:
+    """Set up a listing worker process: it yields the CPU to the editor's requests, ends
+    when the server that started it is gone (even killed: nothing else would tell it),
+    and imports every strategy before its first listing. ``parent``: the server's process
+    id (given, not asked: the server may be gone before this runs)."""
+    import os
+
+    try:
+        os.nice(10)
+    except (AttributeError, OSError):  # not everywhere; the work is the same without it
+        pass
+    parent = os.getppid() if parent is None else parent
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="leirc-parent-watch", daemon=True).start()
+    S.all_strategies()
+
+
+_FOCUS = LRU(256)
+
+
+def focus_at(doc: Document, line: int, col: int, per_site: int = 2) -> Optional[tuple[Segment, FocusSites]]:
+    """The segment and the (remembered) :class:`FocusSites` of the cursor item at
+    ``(line, col)``; None outside a kernel that checks or outside any loop or statement.
+    Cheap: nothing is listed here."""
+    seg = doc.segment_at_offset(doc.offset_of(line, col))
+    k, res = seg.kernel, seg.result
+    if k is None or res is None or not res.ok:
+        return None
+    path = S.item_at_position(k, line - seg.line0, col)
+    if not path:
+        return None
+    key = (id(k), tuple(path), per_site)
+    hit = _FOCUS.get(key)
+    if hit is not None and hit[0] is k:
+        return seg, hit[1]
+    return seg, _FOCUS.put(key, (k, FocusSites(k, res, tuple(path), per_site)))[1]
+
+
+def listed(seg: Segment, focus: FocusSites, line: int, col: int, *, only=None) -> list[Assist]:
+    """The steps of ``focus`` listed so far whose anchor contains the cursor, innermost
+    anchor first."""
+    k = seg.kernel
+    lline = line - seg.line0
+    out: list[Assist] = []
+    for step, node in focus.steps():
+        if only is not None and step.name not in only:
+            continue
+        if not contains(node.span, lline, col):
+            continue
+        out.append(Assist(title(step, k), step, k.name, seg.to_doc(node.span), _numerics(step), _summary(step)))
+    out.sort(key=lambda a: (a.span.end - a.span.start, a.step.name, a.title))
+    return out
+
+
+def assists_at(doc: Document, line: int, col: int, *, per_site: int = 2, only=None,
+               planned: bool = False) -> list[Assist]:
+    """Every step anchored at the cursor, innermost anchor first, listed now (all
+    strategies, synchronously: the server uses :func:`focus_at` and a time budget instead).
+
+    ``per_site``: how many concrete steps of one site (its domains in order) are offered;
+    ``only``: restrict to these strategy names; ``planned``: keep only the steps that
+    apply (each is planned, as :func:`resolve` would)."""
+    got = focus_at(doc, line, col, per_site)
+    if got is None:
+        return []
+    seg, focus = got
+    focus.compute(only)
+    out = listed(seg, focus, line, col, only=only)
+    if planned:
+        out = [a for a in out if plan(seg.kernel, seg.result, a.step) is not None]
+    return out
+
+
+def prefetch(doc: Document, line: int, names: Optional[Iterable[str]] = None,
+             stop: Callable[[], bool] = lambda: False) -> Optional[FocusSites]:
+    """List ahead of a code-action request the steps at ``line`` (at its first non-blank
+    column) for the strategies ``names`` (default all). The server calls it off its event
+    loop after publishing diagnostics, for the line just edited."""
+    off = doc.offset_of(line, 1)
+    end = doc.text.find("\n", off)
+    text = doc.text[off:end if end >= 0 else len(doc.text)]
+    col = len(text) - len(text.lstrip()) + 1
+    got = focus_at(doc, line, col)
+    if got is None:
+        return None
+    got[1].compute(names, stop)
+    return got[1]
 
 
 def _loop_var(ref) -> str:
@@ -142,101 +381,6 @@ def title(step: Step, kernel: Optional[A.Kernel] = None) -> str:
     return f"Apply {words}" + (f" ({rest})" if rest else "")
 
 
-_FOCUSED = _LRU(256)
-
-
-def _focused(kernel: A.Kernel, result: CheckResult, line: int, col: int, per_site: int):
-    """(step, anchor node) of the sites around the cursor, from the strategies'
-    cursor-restricted enumeration (``sites_at``), remembered per kernel and item."""
-    path = S.item_at_position(kernel, line, col)
-    if not path:
-        return []
-    key = (id(kernel), tuple(path), per_site)
-    hit = _FOCUSED.get(key)
-    if hit is not None and hit[0] is kernel:
-        return hit[1]
-    out, seen = [], set()
-    for site in S.sites_at(kernel, tuple(path), result=result):
-        for step in site.steps(limit=per_site):
-            if step not in seen:
-                seen.add(step)
-                node = anchor_node(kernel, step)
-                if node is not None and node.span is not None:
-                    out.append((step, node))
-    return _FOCUSED.put(key, (kernel, out))[1]
-
-
-_CANDIDATES = _LRU(64)
-
-
-def candidates(kernel: A.Kernel, result: CheckResult, per_site: int = 2) -> list[tuple[Step, A.Node]]:
-    """(step, anchor node) for up to ``per_site`` steps of every site of ``kernel``,
-    remembered per kernel: listing actions at a new cursor position is then a filter."""
-    key = (id(kernel), per_site)
-    hit = _CANDIDATES.get(key)
-    if hit is not None and hit[0] is kernel:
-        return hit[1]
-    out, seen = [], set()
-    for site in sites(kernel, result):
-        for step in site.steps(limit=per_site):
-            if step in seen:
-                continue
-            seen.add(step)
-            node = anchor_node(kernel, step)
-            if node is not None and node.span is not None:
-                out.append((step, node))
-    return _CANDIDATES.put(key, (kernel, out))[1]
-
-
-def prefetch(doc: Document, line: int, whole: bool = False) -> None:
-    """Compute ahead of a code-action request the actions at ``line`` (its first
-    non-blank column: sites and plans) or, with ``whole``, the sites of its whole kernel. The server calls it
-    off its event loop after publishing diagnostics, for the line just edited."""
-    off = doc.offset_of(line, 1)
-    seg = doc.segment_at_offset(off)
-    if seg.kernel is None or seg.result is None or not seg.result.ok:
-        return
-    if whole or not hasattr(S, "sites_at"):
-        candidates(seg.kernel, seg.result, 1)  # what suggest() ranks
-        return
-    end = doc.text.find("\n", off)
-    text = doc.text[off:end if end >= 0 else len(doc.text)]
-    col = len(text) - len(text.lstrip()) + 1
-    assists_at(doc, line, col)  # the sites there and their plans
-
-
-def assists_at(doc: Document, line: int, col: int, *, per_site: int = 2, only=None) -> list[Assist]:
-    """The applicable steps anchored at the cursor, innermost anchor first.
-
-    ``per_site``: how many concrete steps of one site (its domains in order) are offered;
-    ``only``: restrict to these strategy names."""
-    off = doc.offset_of(line, col)
-    seg = doc.segment_at_offset(off)
-    k, res = seg.kernel, seg.result
-    if k is None or res is None or not res.ok:
-        return []
-    lline = line - seg.line0
-    whole = _CANDIDATES.get((id(k), per_site))
-    if whole is not None and whole[0] is k:
-        found = whole[1]  # prefetched: a filter
-    elif hasattr(S, "sites_at") and hasattr(S, "item_at_position"):
-        found = _focused(k, res, lline, col, per_site)
-    else:
-        found = candidates(k, res, per_site)
-    out: list[Assist] = []
-    for step, node in found:
-        if only is not None and step.name not in only:
-            continue
-        if not contains(node.span, lline, col):
-            continue
-        rw = plan(k, res, step)
-        if rw is None:
-            continue
-        out.append(Assist(title(step, k), step, k.name, seg.to_doc(node.span), rw.numerics, _summary(step)))
-    out.sort(key=lambda a: (a.span.end - a.span.start, a.step.name, a.title))
-    return out
-
-
 def _summary(step: Step) -> str:
     try:
         return S.get(step.name).summary
@@ -244,13 +388,21 @@ def _summary(step: Step) -> str:
         return ""
 
 
+def _numerics(step: Step) -> str:
+    try:
+        return S.get(step.name).numerics
+    except KeyError:
+        return ""
+
+
 def resolve(doc: Document, kernel: str, step: Step) -> list[TextEdit]:
-    """The minimal document edits applying ``step`` to kernel ``kernel``; raises
-    :class:`NotApplicable` when the document changed so that it no longer applies."""
+    """The minimal document edits applying ``step`` to kernel ``kernel``: the step is
+    planned (its preconditions, then a re-check of the new kernel) here, not when it was
+    listed. Raises :class:`NotApplicable` when it does not apply to the current text."""
     seg = _segment(doc, kernel)
     rw = plan(seg.kernel, seg.result, step)
     if rw is None:
-        raise NotApplicable(step.name, "no longer applies to the current text")
+        raise NotApplicable(step.name, why_not(seg.kernel, step) or "does not apply to the current text")
     return [TextEdit(e.start_line + seg.line0, e.start_col, e.end_line + seg.line0, e.end_col, e.new_text)
             for e in kernel_edits(seg.text, seg.kernel, rw.kernel)]
 
@@ -260,63 +412,3 @@ def _segment(doc: Document, kernel: str) -> Segment:
     if seg is None or seg.result is None or not seg.result.ok:
         raise NotApplicable("ide", f"kernel '{kernel}' is not in the document or has errors")
     return seg
-
-
-# ---------------------------------------------------------------------------
-# suggestions
-
-#: heuristic priority per strategy (higher first): parallelism and vectorization pay
-#: most on CPU targets, then locality (tiling, fusion), then algebra. Used only when
-#: no search ``suggest`` is available; documented in docs/lsp.md.
-PRIORITY = {
-    "loop_parallelization": (10, "runs independent iterations on all cores"),
-    "loop_vectorization": (9, "uses SIMD lanes for the innermost loop"),
-    "online_softmax": (9, "one streaming pass instead of three over the row"),
-    "operator_fusion": (8, "one pass over the data instead of two"),
-    "loop_tiling": (7, "improves cache reuse of the tiled loops"),
-    "compute_inline": (6, "removes an intermediate buffer"),
-    "dead_code_elimination": (6, "removes work whose result is never used"),
-    "loop_reorder": (5, "makes the innermost loop walk memory contiguously"),
-    "loop_unrolling": (4, "removes loop overhead of a short loop"),
-    "loop_binding": (3, "maps the loop onto GPU threads or blocks"),
-    "loop_split": (2, "prepares vectorization or tiling"),
-}
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    step: Step
-    score: float
-    rationale: str
-    title: str
-    kernel: str
-
-
-def suggest(doc: Document, kernel: str, k: int = 5, *, cancelled=lambda: False,
-            if_ready: bool = False) -> list[Suggestion]:
-    """Up to ``k`` applicable steps for ``kernel`` ranked by :data:`PRIORITY`, with the
-    loop's trip count as the tie-break (a bigger loop gains more). ``cancelled()`` is
-    polled between plans. With ``if_ready``, answer only when the kernel's sites are
-    already known (no enumeration: for a list that must come back at once)."""
-    seg = _segment(doc, kernel)
-    kern, res = seg.kernel, seg.result
-    if if_ready:
-        hit = _CANDIDATES.get((id(kern), 1))
-        if hit is None or hit[0] is not kern:
-            return []
-    scored = []
-    for step, node in candidates(kern, res, 1):
-        if step.name not in PRIORITY:
-            continue
-        trips = node.extent if isinstance(node, A.Loop) else 1
-        scored.append((-PRIORITY[step.name][0], -trips, step.name, str(step), step))
-    scored.sort(key=lambda x: x[:4])
-    out: list[Suggestion] = []
-    for pr, trips, _, _, step in scored:
-        if len(out) >= k or cancelled():
-            break
-        if plan(kern, res, step) is None:
-            continue
-        why = PRIORITY[step.name][1]
-        out.append(Suggestion(step, float(-pr) + min(-trips, 1 << 20) / float(1 << 21), why, title(step, kern), kern.name))
-    return out

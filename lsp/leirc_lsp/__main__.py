@@ -4,4 +4,7 @@ import sys
 
 from .server import main
 
-sys.exit(main())
+# guarded: a spawned worker process (the slow code-action listing) imports this module
+# under another name and must not start a second server
+if __name__ == "__main__":
+    sys.exit(main())

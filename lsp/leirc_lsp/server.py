@@ -1,11 +1,22 @@
 """The language server: pygls handlers that convert positions and delegate to
 :mod:`leirc.ide`.
 
-Concurrency: analysis (parse + check, per kernel, cached) and code-action planning run
-in one worker thread (``asyncio.to_thread`` on a dedicated executor), never in the event
-loop; messages are sent only from the loop. Diagnostics are debounced per document and
-dropped when the document changed while they were computed. Builds and runs (inline
-verification, timing) run in a separate process per evaluation
+Concurrency: nothing blocking runs in the event loop; messages are sent only from the
+loop. Worker threads, each a queue of its own so that slow work never delays fast work:
+
+* ``analysis``: parse + check (per kernel, cached), what every request needs first;
+* ``actions``: code-action listing for the strategies that list fast, and resolving (the
+  plan and its minimal edits);
+* a worker *process* at a lower priority for the listing of the strategies that were slow
+  lately (their results join the next list at that place; see :mod:`leirc.ide.assists`):
+  it takes neither this process's GIL nor CPU time the requests need; work queued for a
+  text that changed is dropped;
+* ``suggest``: "Suggest optimization" (the search's ranking, or an LLM endpoint).
+
+Diagnostics are pushed (debounced per document, dropped when the document changed while
+they were computed) or, for a client that supports it, pulled (``textDocument/diagnostic``
+with result ids, so an unchanged document costs nothing); ``diagnosticsMode`` chooses.
+Builds and runs (inline verification, timing) run in a separate process per evaluation
 (:mod:`leirc_lsp.evaluate`) under a timeout; a crash or hang there is reported on the
 kernel's code lens, the server stays up. TVM is never imported in this process.
 """
@@ -15,6 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import hashlib
+import itertools
 import json
 import logging
 import os
@@ -26,10 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from lsprotocol import types as T
+from lsprotocol.converters import get_converter
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
-from leirc.ide import assists, features
+from leirc.ide import assists, features, suggestions
 from leirc.ide.anchors import contains
 from leirc.ide.document import Document
 from leirc.ide.edits import TextEdit
@@ -41,6 +55,7 @@ from . import __version__
 from .positions import Lines
 
 log = logging.getLogger("leirc_lsp")
+CONVERTER = get_converter()
 
 SEVERITY = {ERROR: T.DiagnosticSeverity.Error, WARNING: T.DiagnosticSeverity.Warning}
 COMPLETION_KINDS = {
@@ -56,6 +71,8 @@ CMD_VERIFY = "leirc.verifyKernel"
 CMD_VERIFY_REWRITE = "leirc.verifyRewrite"
 CMD_SUGGEST = "leirc.suggest"
 CMD_APPLY = "leirc.applyStep"
+CMD_STATS = "leirc.serverStats"
+_TOKENS = itertools.count(1)  # progress tokens: unique for the server's life
 
 
 @dataclass
@@ -72,10 +89,21 @@ class Settings:
     llm_base_url: Optional[str] = None
     llm_model: Optional[str] = None
     llm_api_key_env: Optional[str] = None
+    llm_mode: Optional[str] = None
+    llm_config: Optional[str] = None  # a TOML/JSON file of LLMConfig fields (the other llm* settings override it)
+    llm_cache: Optional[str] = None
+    memory: str = ""  # the HTAM memory file ("": ~/.cache/leirc/memory.sqlite; "none": the cost model alone)
+    suggestions: int = 5
+    #: the code-action list answers with what is listed by then (<= 0: wait for all)
+    code_action_budget_ms: int = 50
+    diagnostics_mode: str = "auto"  # "push", "pull", or "auto": pull when the client supports it
 
     KEYS = {"target": "target", "threads": "threads", "verifyOnSave": "verify_on_save", "debounceMs": "debounce_ms",
             "evaluationTimeout": "evaluation_timeout_s", "rpcTracker": "rpc_tracker", "llmBaseUrl": "llm_base_url",
-            "llmModel": "llm_model", "llmApiKeyEnv": "llm_api_key_env"}
+            "llmModel": "llm_model", "llmApiKeyEnv": "llm_api_key_env", "llmMode": "llm_mode",
+            "llmConfig": "llm_config", "llmCache": "llm_cache", "memory": "memory", "suggestions": "suggestions",
+            "codeActionBudgetMs": "code_action_budget_ms", "diagnosticsMode": "diagnostics_mode"}
+    CHOICES = {"diagnostics_mode": ("auto", "push", "pull")}
 
     def update(self, raw: Any) -> list[str]:
         """Take the known keys of ``raw`` (a dict; nested ``leirc`` section accepted);
@@ -92,8 +120,13 @@ class Settings:
             want = type(getattr(Settings, attr)) if getattr(Settings, attr) is not None else None
             if value is None:
                 setattr(self, attr, None)
-            elif attr == "threads" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                problems.append(f"threads must be a positive integer, not {value!r}")
+            elif attr in ("threads", "suggestions") and (not isinstance(value, int) or isinstance(value, bool)
+                                                          or value < 1):
+                problems.append(f"{key} must be a positive integer, not {value!r}")
+            elif attr in self.CHOICES and value not in self.CHOICES[attr]:
+                problems.append(f"{key} must be one of {', '.join(self.CHOICES[attr])}, not {value!r}")
+            elif attr.startswith("llm_") and not isinstance(value, str):
+                problems.append(f"{key} must be a string, not {value!r}")
             elif want is bool and not isinstance(value, bool):
                 problems.append(f"{key} must be true or false, not {value!r}")
             elif want in (int, float) and (not isinstance(value, (int, float)) or isinstance(value, bool)):
@@ -103,6 +136,25 @@ class Settings:
             else:
                 setattr(self, attr, want(value) if want in (int, float) else value)
         return problems
+
+    def llm(self):
+        """The :class:`leirc.llm.LLMConfig` the LLM settings describe, or None when they
+        name no endpoint (base URL and model, or a config file). Raises ValueError with a
+        message for bad values or when the LLM layer is missing."""
+        given = {k: v for k, v in (("base_url", self.llm_base_url), ("models", self.llm_model),
+                                   ("key_env", self.llm_api_key_env), ("mode", self.llm_mode)) if v}
+        if not self.llm_config and not (self.llm_base_url and self.llm_model):
+            return None
+        if self.llm_cache:
+            given["cache"] = None if self.llm_cache.lower() == "none" else os.path.expanduser(self.llm_cache)
+        try:
+            from leirc.llm import LLMError, config_from
+        except ImportError as e:
+            raise ValueError(f"the LLM layer is not available ({e})") from None
+        try:
+            return config_from(given, self.llm_config)
+        except LLMError as e:
+            raise ValueError(str(e)) from None
 
 
 @dataclass
@@ -117,6 +169,8 @@ class DocState:
     #: kernel name -> (its text when evaluated, outcome dict)
     evaluations: dict = field(default_factory=dict)
     running: set = field(default_factory=set)
+    #: kernel name -> directions of the strategy steps applied here (the memory's prefix)
+    history: dict = field(default_factory=dict)
 
 
 class LeircServer(LanguageServer):
@@ -126,11 +180,16 @@ class LeircServer(LanguageServer):
         self.docs: dict[str, DocState] = {}
         # one analysis thread: requests queue behind each other instead of fighting for the GIL
         self.analysis_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-analysis")
-        # strategy sites and plans take longer; they get their own thread so that a long
-        # enumeration never delays the diagnostics of the next keystroke
+        # code actions get threads of their own so that listing never delays the diagnostics
+        # of the next keystroke, and the strategies that list slowly never delay the others
         self.action_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-actions")
-        self.prefetch_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-prefetch")
+        self._slow_pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        self.slow_queued: dict[str, concurrent.futures.Future] = {}
+        self.suggest_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-suggest")
         self.background: set[asyncio.Task] = set()
+        self.pull = False  # diagnostics are pulled by the client (decided at initialize)
+        self.memory = None  # the HTAM memory, loaded at the first suggestion
+        self.memory_key: Optional[tuple] = None
 
     # -- documents ---------------------------------------------------------------
     async def run_blocking(self, fn, *args):
@@ -181,36 +240,127 @@ class LeircServer(LanguageServer):
             st = self.docs.get(uri)
             if doc is None or st is None or st.version != version:
                 return  # stale: a newer edit has its own pass scheduled
-            self.publish(uri, doc)
-            # enumerate the sites at the edited line now: the editor asks for code actions
-            # next. Queued prefetches of texts that changed meanwhile are skipped.
-            def prefetch(doc=doc, line=st.edited_line, whole=False):
-                cur = self.docs.get(uri)
-                if cur is not None and cur.text == doc.text:
-                    assists.prefetch(doc, line, whole)
-
-            self.action_pool.submit(_quietly, prefetch)
-            # and, in a thread of its own so that a code-action request never queues
-            # behind it, the whole kernel's sites, which suggestions rank
-            self.prefetch_pool.submit(_quietly, lambda: prefetch(whole=True))
+            if not self.pull:  # a pulling client asks itself; the analysis is ready for it
+                self.publish(uri, doc)
+            self.prefetch(uri, doc, st.edited_line)
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug must not end the server: log it, keep serving
             report_failure(self, "diagnostics")
 
-    def publish(self, uri: str, doc: Document) -> None:
+    def prefetch(self, uri: str, doc: Document, line: int) -> None:
+        """List the code actions at the edited line now, off the loop: the editor asks for
+        them next. The fast strategies and the slow ones go to their own threads; work for
+        a kernel text that is no longer in the document is skipped."""
+        if is_trace(uri):
+            return
+        got = assists.focus_at(doc, line, _first_column(doc, line))
+        if got is None:
+            return
+        seg, focus = got
+        self.list_actions(uri, doc, seg, focus)
+
+    def list_actions(self, uri: str, doc: Document, seg, focus) -> Optional[concurrent.futures.Future]:
+        """Start listing ``focus`` (the fast strategies in the actions thread, the slow ones
+        in the worker process) unless already under way; returns the fast part's future."""
+        if focus.complete:
+            return None
+        fast, slow = assists.split_by_cost(focus.missing())
+        fut = focus.futures.get("fast")
+        if fast and (fut is None or fut.done()):
+            stale = self._stale_check(uri, seg)
+            fut = focus.futures["fast"] = self.action_pool.submit(_quietly, lambda: focus.compute(fast, stale))
+        sfut = focus.futures.get("slow")
+        if slow and (sfut is None or sfut.done()):
+            self._list_slow(uri, seg, seg is doc.segments[-1], focus, slow)
+        return fut
+
+    @property
+    def slow_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._slow_pool is None:
+            import multiprocessing
+
+            # spawn, not fork: this process runs threads
+            self._slow_pool = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=assists.lower_priority,
+                initargs=(os.getpid(),))
+        return self._slow_pool
+
+    def _list_slow(self, uri: str, seg, last: bool, focus, names: list[str]) -> None:
+        old = self.slow_queued.pop(uri, None)
+        if old is not None:
+            old.cancel()  # not started yet: its text is no longer where the editor is
+        try:
+            fut = self.slow_pool.submit(assists.list_in_worker, seg.text, last, focus.path, names, focus.per_site)
+        except (concurrent.futures.BrokenExecutor, RuntimeError):
+            self._slow_pool = None  # the worker died (killed, out of memory): a fresh one
+            try:
+                fut = self.slow_pool.submit(assists.list_in_worker, seg.text, last, focus.path, names,
+                                            focus.per_site)
+            except Exception:  # no worker process here: the fast strategies still list
+                log.warning("cannot start the listing worker:\n%s", traceback.format_exc())
+                return
+
+        def merged(f: concurrent.futures.Future) -> None:
+            if f.cancelled():
+                return
+            try:
+                focus.merge(f.result())
+            except concurrent.futures.BrokenExecutor:
+                self._slow_pool = None
+            except Exception:  # the fast strategies still list; the next request retries
+                log.debug("slow listing failed:\n%s", traceback.format_exc())
+
+        fut.add_done_callback(merged)
+        focus.futures["slow"] = fut
+        self.slow_queued[uri] = fut
+
+    def _stale_check(self, uri: str, seg):
+        body = seg.text[seg.pad:]
+
+        def stale() -> bool:
+            st = self.docs.get(uri)
+            return st is None or body not in st.text
+        return stale
+
+    def diagnostics_of(self, uri: str, doc: Document) -> list[T.Diagnostic]:
         st = self.docs[uri]
         lines = Lines(doc.text)
         out = [to_lsp_diagnostic(lines, d) for d in doc.diagnostics()]
         out.extend(self._evaluation_diagnostics(st, doc, lines))
+        return out
+
+    def publish(self, uri: str, doc: Document) -> None:
+        if self.pull:
+            self._refresh_diagnostics()
+            return
+        st = self.docs[uri]
         self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, version=st.version,
-                                                                          diagnostics=out))
+                                                                          diagnostics=self.diagnostics_of(uri, doc)))
+
+    def trace_diagnostics(self, st: DocState) -> list[T.Diagnostic]:
+        lines = Lines(st.text)
+        return [T.Diagnostic(range=lines.range_of(ln, c, ln, c + 1), message=msg, severity=T.DiagnosticSeverity.Error,
+                             source="leirc", code="trace") for ln, c, msg in features.trace_problems(st.text)]
 
     def publish_trace(self, uri: str, st: DocState) -> None:
-        lines = Lines(st.text)
-        out = [T.Diagnostic(range=lines.range_of(ln, c, ln, c + 1), message=msg, severity=T.DiagnosticSeverity.Error,
-                            source="leirc", code="trace") for ln, c, msg in features.trace_problems(st.text)]
-        self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, version=st.version, diagnostics=out))
+        if self.pull:
+            return  # the client asks
+        self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, version=st.version,
+                                                                          diagnostics=self.trace_diagnostics(st)))
+
+    def _refresh_diagnostics(self) -> None:
+        """Pull mode: something the client did not change (a verification outcome) changed
+        the diagnostics; ask it to pull again when it can be asked."""
+        caps = self.client_capabilities.workspace
+        if caps is not None and caps.diagnostics is not None and caps.diagnostics.refresh_support:
+            self.spawn(self._send_diagnostic_refresh())
+
+    async def _send_diagnostic_refresh(self):
+        try:
+            await self.workspace_diagnostic_refresh_async(None)
+        except Exception:  # the client may not answer; nothing depends on it
+            log.debug("workspace/diagnostic/refresh not answered")
 
     def _evaluation_diagnostics(self, st: DocState, doc: Document, lines: Lines) -> list[T.Diagnostic]:
         out = []
@@ -225,6 +375,28 @@ class LeircServer(LanguageServer):
                                     severity=T.DiagnosticSeverity.Information if d.get("ok") else T.DiagnosticSeverity.Warning,
                                     source="leirc verify", code="verify"))
         return out
+
+    # -- suggestions -------------------------------------------------------------
+    def load_memory(self):
+        """The HTAM memory of the settings (read once per file and target, then kept in
+        this process; the file is never held open nor written)."""
+        key = (self.settings.memory, self.settings.target)
+        if self.memory_key != key:
+            self.memory = suggestions.open_memory(self.settings.memory or None, self.settings.target,
+                                                  warn=lambda m: log.warning("%s", m))
+            self.memory_key = key
+        return self.memory
+
+    def note_applied(self, uri: str, kernel: str, strategy: Optional[str]) -> None:
+        st = self.docs.get(uri)
+        if st is None or not strategy:
+            return
+        from leirc.search.directions import direction_of
+
+        try:
+            st.history.setdefault(kernel, []).append(direction_of(strategy))
+        except Exception:  # an unknown name (an old client's argument) adds nothing
+            log.debug("no direction for %r", strategy)
 
     # -- evaluation --------------------------------------------------------------
     async def evaluate(self, uri: str, kernel: str, reference: Optional[str], against: str) -> dict:
@@ -279,9 +451,19 @@ class LeircServer(LanguageServer):
 
 def _quietly(fn):
     try:
-        fn()
+        return fn()
     except Exception:  # a prefetch is an optimization; the request itself reports problems
         log.debug("prefetch failed:\n%s", traceback.format_exc())
+        return None
+
+
+def _first_column(doc: Document, line: int) -> int:
+    """The first non-blank column of ``line`` (1-based), where an editor's cursor sits
+    after indenting."""
+    off = doc.offset_of(line, 1)
+    end = doc.text.find("\n", off)
+    text = doc.text[off:end if end >= 0 else len(doc.text)]
+    return len(text) - len(text.lstrip()) + 1
 
 
 def _first_difference(a: str, b: str) -> int:
@@ -393,22 +575,55 @@ def on_initialize(ls: LeircServer, params: T.InitializeParams):
     for p in ls.settings.update(params.initialization_options or {}):
         log.warning("setting ignored: %s", p)
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: setting ignored: {p}"))
-    # warm the strategy registry and SymPy in the background: the first code-action list
-    # should not pay for the imports (a daemon thread: it never delays the exit)
+    mode = ls.settings.diagnostics_mode
+    td = params.capabilities.text_document if params.capabilities else None
+    can_pull = td is not None and td.diagnostic is not None
+    ls.pull = mode == "pull" or (mode == "auto" and can_pull)
+    if not ls.pull:
+        # offering both would show every problem twice (../shared/notes/editor.md §1):
+        # the capabilities are computed from the registered features after this handler
+        ls.protocol.fm.features.pop(T.TEXT_DOCUMENT_DIAGNOSTIC, None)
+        ls.protocol.fm.feature_options.pop(T.TEXT_DOCUMENT_DIAGNOSTIC, None)
+
+
+@server.feature(T.INITIALIZED)
+def on_initialized(ls: LeircServer, params: T.InitializedParams):
+    # import the strategies, SymPy and the suggestion ranking, and learn which strategies
+    # list slowly, in the background: the first code-action list should pay for none of
+    # it (a daemon thread: it never delays the exit)
     threading.Thread(target=_warm_up, name="leirc-warm-up", daemon=True).start()
 
 
 @server.feature(T.SHUTDOWN)
 def on_shutdown(ls: LeircServer, params):
     # queued prefetches and plans are not waited for at exit
-    ls.action_pool.shutdown(wait=False, cancel_futures=True)
-    ls.analysis_pool.shutdown(wait=False, cancel_futures=True)
-    ls.prefetch_pool.shutdown(wait=False, cancel_futures=True)
+    for pool in (ls.action_pool, ls.analysis_pool, ls.suggest_pool, ls._slow_pool):
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: a kernel with a reduction, a pointwise pass and three nests: enough for every family of
+#: strategies to list something, so their import and their listing cost are known
+WARM_UP = r"""\kernel warm(X: f32[64, 128]) -> (Y: f32[64, 128]) {
+  L^{64}_{i=0} L^{128}_{j=0} [ M^{f32,l}_{i} = max(M^{f32,l}_{i}, X^{f32,g}_{i,j}); ];
+  L^{64}_{i=0} L^{128}_{j=0} [ S^{f32,l}_{i} = S^{f32,l}_{i} + exp(X^{f32,g}_{i,j} - M^{f32,l}_{i}); ];
+  L^{64}_{i=0} L^{128}_{j=0} [ Y^{f32,g}_{i,j} = exp(X^{f32,g}_{i,j} - M^{f32,l}_{i}) / S^{f32,l}_{i}; ];
+}
+"""
 
 
 def _warm_up():
     try:
-        assists.suggest(Document("\\kernel w(A: f32[4]) -> (B: f32[4]) { L^{4}_{i=0} [ B^{f32,g}_{i} = A^{f32,g}_{i}; ]; }"), "w", 1)
+        # the listing worker imports the strategies while this thread does the same here
+        server.slow_pool.submit(assists.list_in_worker, WARM_UP, True, (0,), [])
+        doc = Document(WARM_UP, "<warm-up>")
+        seg = doc.segment_of("warm")
+        if seg is None or seg.result is None or not seg.result.ok:
+            log.debug("warm-up kernel does not check: %s", [str(d) for d in doc.diagnostics()])
+            return
+        for line in (2, 3, 4):
+            assists.prefetch(doc, line)
+        suggestions.suggest(doc, "warm", 1)
     except Exception:  # warming is an optimization only
         log.debug("warm-up failed:\n%s", traceback.format_exc())
 
@@ -472,6 +687,35 @@ def did_close(ls: LeircServer, params: T.DidCloseTextDocumentParams):
 
 def _pos(doc: Document, p: T.Position) -> tuple[int, int]:
     return Lines(doc.text).from_lsp(p)
+
+
+@server.feature(T.TEXT_DOCUMENT_DIAGNOSTIC, T.DiagnosticOptions(identifier="leirc", inter_file_dependencies=False,
+                                                             workspace_diagnostics=False))
+async def pull_diagnostics(ls: LeircServer, params: T.DocumentDiagnosticParams):
+    """Pull diagnostics (LSP 3.17): the report of the current text; ``unchanged`` when it
+    equals the one the client holds (its result id is a digest of the report)."""
+    uri = params.text_document.uri
+    st = ls.docs.get(uri)
+    try:
+        if st is None:
+            items = []
+        elif is_trace(uri):
+            items = ls.trace_diagnostics(st)
+        else:
+            doc = await ls.document(uri)
+            items = ls.diagnostics_of(uri, doc) if doc is not None and uri in ls.docs else []
+            if doc is not None:
+                ls.prefetch(uri, doc, st.edited_line)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # an editor must always get an answer
+        report_failure(ls, "diagnostics")
+        items = []
+    raw = json.dumps(CONVERTER.unstructure(items), sort_keys=True)
+    rid = hashlib.sha1(raw.encode()).hexdigest()[:16]
+    if params.previous_result_id == rid:
+        return T.RelatedUnchangedDocumentDiagnosticReport(result_id=rid)
+    return T.RelatedFullDocumentDiagnosticReport(items=items, result_id=rid)
 
 
 @server.feature(T.TEXT_DOCUMENT_HOVER)
@@ -686,17 +930,33 @@ async def code_actions(ls: LeircServer, params: T.CodeActionParams):
     if doc is None:
         return []
     line, col = _pos(doc, params.range.start)
-    found = await ls.run_actions(assists.assists_at, doc, line, col)
+    version = ls.docs[uri].version if uri in ls.docs else None
     out = []
-    for a in found:
-        out.append(T.CodeAction(title=a.title, kind=T.CodeActionKind.RefactorRewrite,
-                                data={"uri": uri, "kernel": a.kernel, "step": a.step.to_json(), "version": ls.docs[uri].version}))
+    # nothing is planned here: the list comes from the strategies' cursor-restricted
+    # listing, and a step is planned (and re-checked) when the client resolves it
+    got = assists.focus_at(doc, line, col)
+    if got is not None:
+        seg, focus = got
+        fut = ls.list_actions(uri, doc, seg, focus)
+        budget = ls.settings.code_action_budget_ms
+        pending = [f for f in ([fut] if fut is not None else []) +
+                   ([focus.futures.get("slow")] if budget <= 0 else []) if f is not None]
+        if pending:
+            waits = [asyncio.wrap_future(f) for f in pending]
+            # what is not listed by the deadline goes on being listed in its thread and
+            # joins the next list here
+            await asyncio.wait(waits, timeout=budget / 1000 if budget > 0 else None)
+        for a in assists.listed(seg, focus, line, col):
+            out.append(T.CodeAction(title=a.title, kind=T.CodeActionKind.RefactorRewrite,
+                                    data={"uri": uri, "kernel": a.kernel, "step": a.step.to_json(), "version": version}))
     seg = doc.segment_at_offset(doc.offset_of(line, col))
     inside = seg.kernel is not None and (not seg.kernel.declared or contains(seg.to_doc(seg.kernel.span), line, col))
     if inside and seg.result is not None and seg.result.ok:
-        for s in await ls.run_actions(lambda: assists.suggest(doc, seg.kernel.name, 3, if_ready=True)):
+        # the last ranking of this kernel's text, when "Suggest optimization" ran (never
+        # ranked here: a list must come back at once)
+        for s in suggestions.last(doc, seg.kernel.name)[:3]:
             out.append(T.CodeAction(title=f"Suggested: {s.title} — {s.rationale}", kind=T.CodeActionKind.RefactorRewrite,
-                                    data={"uri": uri, "kernel": s.kernel, "step": s.step.to_json(), "version": ls.docs[uri].version}))
+                                    data={"uri": uri, "kernel": s.kernel, "step": s.step.to_json(), "version": version}))
     return out
 
 
@@ -716,12 +976,12 @@ async def resolve_code_action(ls: LeircServer, action: T.CodeAction):
     try:
         edits = await ls.run_actions(assists.resolve, current, kernel, step)
     except NotApplicable as e:
-        action.disabled = T.CodeActionDisabledType(reason=str(e) or "no longer applies")
+        action.disabled = T.CodeActionDisabled(reason=str(e) or "no longer applies")
         return action
     action.edit = T.WorkspaceEdit(changes={uri: to_lsp_edits(Lines(current.text), edits)})
     seg = current.segment_of(kernel)
     action.command = T.Command(title="Verify the rewrite", command=CMD_VERIFY_REWRITE,
-                               arguments=[uri, kernel, seg.text if seg is not None else None])
+                               arguments=[uri, kernel, seg.text if seg is not None else None, step.name])
     return action
 
 
@@ -765,22 +1025,27 @@ async def cmd_verify(ls: LeircServer, uri: str, kernel: str):
 
 
 @server.command(CMD_VERIFY_REWRITE)
-async def cmd_verify_rewrite(ls: LeircServer, uri: str, kernel: str, reference: Optional[str] = None):
-    """After a strategy edit: verify the new kernel against its previous version."""
+async def cmd_verify_rewrite(ls: LeircServer, uri: str, kernel: str, reference: Optional[str] = None,
+                             strategy: Optional[str] = None):
+    """After a strategy edit: verify the new kernel against its previous version (and
+    remember the step's direction: the memory ranks what follows it)."""
+    ls.note_applied(uri, kernel, strategy)
     ls.spawn(ls.evaluate(uri, kernel, reference, "the previous version"))
     return {"started": True}
 
 
 @server.command(CMD_SUGGEST)
 async def cmd_suggest(ls: LeircServer, uri: str, kernel: str):
-    """Ranked suggestions for a kernel, with work-done progress and cancellation."""
+    """Ranked suggestions for a kernel (the search's ranking: cost model + HTAM memory, or
+    the LLM endpoint when one is configured), with work-done progress and cancellation:
+    a cancelled request answers at once, the ranking finishes in its own thread."""
     doc = await ls.document(uri)
     if doc is None:
-        return {"suggestions": []}
+        return {"suggestions": [], "cancelled": False, "error": "document not open"}
     token = None
     progress = ls.client_capabilities.window is not None and ls.client_capabilities.window.work_done_progress
     if progress:
-        token = f"leirc-suggest-{id(doc)}"
+        token = f"leirc-suggest-{next(_TOKENS)}-{kernel}"
         await ls.work_done_progress.create_async(token)
         ls.work_done_progress.begin(token, T.WorkDoneProgressBegin(title=f"Suggesting optimizations for {kernel}",
                                                                    cancellable=True, percentage=0))
@@ -788,17 +1053,43 @@ async def cmd_suggest(ls: LeircServer, uri: str, kernel: str):
     def cancelled():
         return bool(token and token in ls.work_done_progress.tokens and ls.work_done_progress.tokens[token].cancelled())
 
+    err, note, source, found = None, "", "", []
     try:
-        found = await ls.run_actions(lambda: assists.suggest(doc, kernel, 5, cancelled=cancelled))
-    except NotApplicable as e:
-        found, err = [], str(e)
-    else:
-        err = None
+        llm = ls.settings.llm()
+    except ValueError as e:
+        llm, note = None, f"LLM not configured correctly: {e}; ranked offline"
+    memory = await asyncio.get_running_loop().run_in_executor(ls.suggest_pool, ls.load_memory)
+    st = ls.docs.get(uri)
+    history = tuple(st.history.get(kernel, ())) if st is not None else ()
+    fut = ls.suggest_pool.submit(lambda: suggestions.suggest(
+        doc, kernel, ls.settings.suggestions, target=ls.settings.target, memory=memory,
+        threads=ls.settings.threads, history=history, llm=llm, log=lambda m: log.info("llm: %s", m)))
+    waiting = asyncio.wrap_future(fut)
+    while not waiting.done() and not cancelled():
+        await asyncio.wait([waiting], timeout=0.05)
+    if waiting.done():
+        try:
+            ranking = waiting.result()
+        except NotApplicable as e:
+            err = str(e)
+        else:
+            found, source = ranking.suggestions, ranking.source
+            note = "; ".join(x for x in (note, ranking.note) if x)
     if token:
-        ls.work_done_progress.end(token, T.WorkDoneProgressEnd(message="cancelled" if cancelled() else f"{len(found)} suggestions"))
-    return {"suggestions": [{"title": s.title, "rationale": s.rationale, "score": s.score, "step": s.step.to_json(),
-                             "kernel": s.kernel, "source": "heuristic"} for s in found],
-            "cancelled": cancelled(), **({"error": err} if err else {})}
+        ls.work_done_progress.end(token, T.WorkDoneProgressEnd(
+            message="cancelled" if cancelled() else f"{len(found)} suggestions ({source or 'none'})"))
+    lines = Lines(doc.text)
+    rows = []
+    for s in found:
+        row = {"title": s.title, "label": f"Suggestion: {s.title}", "rationale": s.rationale, "score": s.score,
+               "predicted_speedup": s.predicted, "direction": s.direction, "step": s.step.to_json(),
+               "kernel": s.kernel, "source": s.source}
+        span = suggestions.anchor_span(doc, s)
+        if span is not None:
+            row["range"] = CONVERTER.unstructure(lines.range(span))
+        rows.append(row)
+    return {"suggestions": rows, "source": source, "cancelled": cancelled(),
+            **({"note": note} if note else {}), **({"error": err} if err else {})}
 
 
 @server.command(CMD_APPLY)
@@ -818,8 +1109,19 @@ async def cmd_apply(ls: LeircServer, uri: str, kernel: str, step: dict):
     res = await ls.workspace_apply_edit_async(T.ApplyWorkspaceEditParams(
         edit=T.WorkspaceEdit(changes={uri: to_lsp_edits(Lines(doc.text), edits)}), label=f"leirc: {step.get('strategy')}"))
     if res.applied:
+        ls.note_applied(uri, kernel, step.get("strategy"))
         ls.spawn(ls.evaluate(uri, kernel, seg.text if seg is not None else None, "the previous version"))
     return {"applied": bool(res.applied)}
+
+
+@server.command(CMD_STATS)
+async def cmd_stats(ls: LeircServer):
+    """What this server did so far (plans made, strategy listings, the strategies that
+    list slowly): for tests and for a user asking why a list is short."""
+    return {"plans": assists.COUNTERS["plans"], "listings": assists.COUNTERS["listings"],
+            "slow_strategies": sorted(n for n in assists.strategy_names()
+                                      if assists.strategy_cost(n) > assists.SLOW_MS),
+            "diagnostics": "pull" if ls.pull else "push"}
 
 
 # ---------------------------------------------------------------------------
