@@ -72,7 +72,13 @@ class Facts:
     # id(node) -> (node, interval, affine form): intervals of a long chain are computed
     # once, bottom-up, not once per sub-expression; the node is kept so its id stays its own
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
-    _memo_key: tuple = field(default=(), compare=False, repr=False)
+    # what the memo was computed from: a copy of ``ranges`` (compared as a dict, which
+    # allocates nothing, unlike rebuilding a tuple of its items on every call) and the
+    # lengths of the fact lists (they are only ever appended to)
+    _memo_ranges: Optional[dict] = field(default=None, compare=False, repr=False)
+    _memo_lens: tuple = field(default=(), compare=False, repr=False)
+    # (id(cond), truth) -> (cond, Facts): the refined facts of :meth:`assuming_shared`
+    _assumed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def copy(self) -> "Facts":
         return Facts(dict(self.ranges), list(self.linear), list(self.exprs))
@@ -80,6 +86,10 @@ class Facts:
     # -- bounds --------------------------------------------------------------
     def interval(self, e: A.Expr) -> Optional[Interval]:
         memo = self._fresh_memo()
+        return self._interval_in(e, memo)
+
+    def _interval_in(self, e: A.Expr, memo: dict) -> Optional[Interval]:
+        """:meth:`interval` with a memo already known to be fresh."""
         hit = memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
@@ -109,15 +119,16 @@ class Facts:
         guards) all the way down; None if some part of ``e`` is only bounded by a
         structural guard fact such as ``J[i] < 5``, which bounds one side and leaves the
         other at a sentinel, so the interval says nothing about the value's range."""
-        iv = self.interval(e)
-        return iv if self._memo[id(e)][3] else None
+        memo = self._fresh_memo()
+        iv = self._interval_in(e, memo)
+        return iv if memo[id(e)][3] else None
 
     def _grounded(self, n: A.Expr, af) -> bool:
         if af is not None:
             return True
         if isinstance(n, A.Call) and n.func == "if_then_else":
-            t = self.assuming(n.args[0], True)
-            f = self.assuming(n.args[0], False)
+            t = self.assuming_shared(n.args[0], True)
+            f = self.assuming_shared(n.args[0], False)
             return ((t.infeasible() or t.grounded_interval(n.args[1]) is not None)
                     and (f.infeasible() or f.grounded_interval(n.args[2]) is not None))
         kids = _interval_children(n)
@@ -126,10 +137,12 @@ class Facts:
         return all(self._memo[id(c)][3] for c in kids)
 
     def _fresh_memo(self) -> dict:
-        key = (tuple(self.ranges.items()), len(self.linear), len(self.exprs))
-        if key != self._memo_key:
+        lens = (len(self.linear), len(self.exprs))
+        if lens != self._memo_lens or self._memo_ranges != self.ranges:
             self._memo = {}
-            self._memo_key = key
+            self._assumed = {}
+            self._memo_ranges = dict(self.ranges)
+            self._memo_lens = lens
         return self._memo
 
     def _affine_of(self, n: A.Expr) -> Optional[Affine]:
@@ -180,7 +193,7 @@ class Facts:
                     lo += c * r[1]
                     hi += c * r[0]
             iv: Optional[Interval] = (lo, hi)
-            if coefs:
+            if coefs and self.linear:
                 key, sign = _canon(coefs)
                 for fk, flo, fhi in self.linear:
                     if fk == key:
@@ -191,7 +204,7 @@ class Facts:
                             iv = _meet(iv, (-fhi + const, -flo + const))
             return iv
         if isinstance(e, A.BinOp):
-            l, r = self.interval(e.lhs), self.interval(e.rhs)
+            l, r = self._interval_in(e.lhs, self._memo), self._interval_in(e.rhs, self._memo)
             if e.op == "//" and isinstance(e.rhs, A.Const) and e.rhs.is_int and e.rhs.value > 0 and l:
                 d = e.rhs.value
                 return (_floordiv(l[0], d), _floordiv(l[1], d))
@@ -211,35 +224,51 @@ class Facts:
                 return (min(ps), max(ps))
             return None
         if isinstance(e, A.Neg):
-            i = self.interval(e.operand)
+            i = self._interval_in(e.operand, self._memo)
             return (-i[1], -i[0]) if i else None
         if isinstance(e, A.Call) and e.func in ("max", "min"):
-            ivs = [self.interval(a) for a in e.args]
+            ivs = [self._interval_in(a, self._memo) for a in e.args]
             if any(i is None for i in ivs):
                 return None
             f = max if e.func == "max" else min
             return (f(i[0] for i in ivs), f(i[1] for i in ivs))
         if isinstance(e, A.Call) and e.func == "if_then_else":
-            t = self.assuming(e.args[0], True).interval(e.args[1])
-            f = self.assuming(e.args[0], False).interval(e.args[2])
+            t = self.assuming_shared(e.args[0], True).interval(e.args[1])
+            f = self.assuming_shared(e.args[0], False).interval(e.args[2])
             if t is None or f is None:
                 # a branch that is provably never taken does not widen the result
-                if t is not None and self.assuming(e.args[0], False).infeasible():
+                if t is not None and self.assuming_shared(e.args[0], False).infeasible():
                     return t
-                if f is not None and self.assuming(e.args[0], True).infeasible():
+                if f is not None and self.assuming_shared(e.args[0], True).infeasible():
                     return f
                 return None
             return (min(t[0], f[0]), max(t[1], f[1]))
         return None
 
     def infeasible(self) -> bool:
-        return any(lo > hi for lo, hi in self.ranges.values())
+        for lo, hi in self.ranges.values():  # a plain loop: called for every node checked
+            if lo > hi:
+                return True
+        return False
 
     # -- path conditions ------------------------------------------------------
     def assuming(self, cond: A.Expr, truth: bool) -> "Facts":
         """Facts refined by knowing ``cond`` evaluates to ``truth``."""
         f = self.copy()
         f._add(cond, truth)
+        return f
+
+    def assuming_shared(self, cond: A.Expr, truth: bool) -> "Facts":
+        """:meth:`assuming`, computed once per condition and shared by every caller (with
+        its interval memo), for as long as these facts are unchanged. The result must not
+        be modified: use :meth:`assuming` for facts to refine further by hand."""
+        self._fresh_memo()  # facts changed by hand since: the shared results are stale
+        assumed = self._assumed
+        hit = assumed.get((id(cond), truth))
+        if hit is not None and hit[0] is cond:
+            return hit[1]
+        f = self.assuming(cond, truth)
+        assumed[(id(cond), truth)] = (cond, f)
         return f
 
     def _add(self, cond: A.Expr, truth: bool) -> None:

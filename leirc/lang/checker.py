@@ -45,7 +45,82 @@ def binding_axis(var: str) -> Optional[tuple[str, str]]:
 
 
 from .types import is_float as _is_float, is_int as _is_int, promote as _promote  # noqa: E402
-from .types import DTYPE_BYTES, INT_RANGES, is_signed_int, literal_misfit, typed_walk  # noqa: E402
+from .types import DTYPE_BYTES, INT_RANGES, is_signed_int, literal_misfit, node_type, typed_walk  # noqa: E402
+
+
+#: the children of the expression nodes, which are most of a kernel, without the generic
+#: field scan of ``A.children``; the node fields each getter knows are pinned by
+#: tests/test_checker_speed_equivalence.py, so a field added to the AST cannot be missed
+_EXPR_CHILDREN = {
+    A.Var: lambda n: (),
+    A.Const: lambda n: (),
+    A.BinOp: lambda n: (n.lhs, n.rhs),
+    A.Neg: lambda n: (n.operand,),
+    A.Access: lambda n: n.indices,
+    A.Call: lambda n: n.args,
+    A.Compare: lambda n: n.operands,
+}
+
+
+class _Nodes:
+    """The pre-order node list of one kernel, built once and shared by every pass: the
+    subtree of a node is a slice of it (pre-order keeps a subtree contiguous), so a pass
+    that needs "every node under this subscript" slices a list instead of walking again."""
+
+    def __init__(self, root):
+        order: list = []
+        start: dict[int, int] = {}  # id(node) -> its index in ``order``
+        kids: dict[int, list] = {}  # id(node) -> its children, for nodes that have some
+        append, children = order.append, A.children
+        fast = _EXPR_CHILDREN
+        stack = [root]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            n = pop()
+            start[id(n)] = len(order)
+            append(n)
+            get = fast.get(n.__class__)
+            ch = list(get(n) if get is not None else children(n))
+            if ch:
+                kids[id(n)] = ch
+                extend(reversed(ch))
+        # a subtree's size, bottom-up: children come after their parent in pre-order
+        size: dict[int, int] = {}
+        for n in reversed(order):
+            ch = kids.get(id(n))
+            size[id(n)] = 1 + sum(size[id(c)] for c in ch) if ch else 1
+        self.order = order
+        self._start = start
+        self._size = size
+        self._kids = kids
+
+    def _slice(self, n):
+        i = self._start.get(id(n))
+        if i is None or self.order[i] is not n:
+            return None
+        return i, i + self._size[id(n)]
+
+    def walk(self, n) -> list:
+        """``list(A.walk(n))``, from the shared list when ``n`` is in this kernel."""
+        sl = self._slice(n)
+        return list(A.walk(n)) if sl is None else self.order[sl[0]:sl[1]]
+
+    def size(self, n) -> int:
+        """``len(list(A.walk(n)))``."""
+        sl = self._slice(n)
+        return sum(1 for _ in A.walk(n)) if sl is None else sl[1] - sl[0]
+
+    def children(self, n) -> list:
+        """``list(A.children(n))``."""
+        if self._slice(n) is None:
+            return list(A.children(n))
+        return self._kids.get(id(n), ())
+
+    def accesses(self, n) -> list:
+        return [x for x in self.walk(n) if isinstance(x, A.Access)]
+
+    def vars(self, n) -> list:
+        return [x for x in self.walk(n) if isinstance(x, A.Var)]
 
 
 # ---------------------------------------------------------------------------
@@ -63,6 +138,10 @@ class _Checker:
         self.output_names = {p.name for p in kernel.outputs}
         self._warned: set = set()
         self._overflowed: set[int] = set()  # ids of subscripts that got E026
+        self.nodes = _Nodes(kernel)
+        # one Facts per loop nest, shared by the passes: its interval memo carries over
+        self._facts_by_nest: dict[tuple, Facts] = {}
+        self._types: dict[int, Optional[str]] = {}  # expr_types of every statement, once
 
     def err(self, code, msg, span, notes=()):
         self.diags.append(error(code, msg, span, notes))
@@ -80,7 +159,7 @@ class _Checker:
             self.tensors[p.name] = TensorInfo(p.name, p.dtype, "g", "input", len(p.shape), p.shape, p.span, written=True)
         for p in self.k.outputs:
             self.tensors[p.name] = TensorInfo(p.name, p.dtype, "g", "output", len(p.shape), p.shape, p.span)
-        for n in A.walk(self.k):
+        for n in self.nodes.order:
             if isinstance(n, A.Loop):
                 self.loop_vars_anywhere.add(n.var)
         self._structure(self.k.body, (), {}, frozenset())
@@ -180,15 +259,15 @@ class _Checker:
         info.private = {n: len(self.tensors[n].alloc_loops) for n in visible}
         self.stmts.append(info)
         in_scope = {l.var for l in loops}
-        for acc in [st.target, *accesses(st.value), *[a for i in st.target.indices for a in accesses(i)]]:
+        nodes = self.nodes
+        for acc in [st.target, *nodes.accesses(st.value), *[a for i in st.target.indices for a in nodes.accesses(i)]]:
             self._tensor_use(acc, in_scope, visible, loops)
-        for n in list(A.walk(st.value)) + [x for i in st.target.indices for x in A.walk(i)]:
-            if isinstance(n, A.Var):
-                if n.name not in in_scope:
-                    if n.name in self.tensors or n.name in self.params:
-                        self.err("E021", f"'{n.name}' is a tensor; write it with its type, e.g. {n.name}^{{f32,g}}", n.span)
-                    else:
-                        self.err("E012", f"unknown index '{n.name}': no enclosing loop defines it", n.span)
+        for n in nodes.vars(st.value) + [x for i in st.target.indices for x in nodes.vars(i)]:
+            if n.name not in in_scope:
+                if n.name in self.tensors or n.name in self.params:
+                    self.err("E021", f"'{n.name}' is a tensor; write it with its type, e.g. {n.name}^{{f32,g}}", n.span)
+                else:
+                    self.err("E012", f"unknown index '{n.name}': no enclosing loop defines it", n.span)
         # types
         ttype = st.target.dtype
         for idx in st.target.indices:
@@ -320,7 +399,7 @@ class _Checker:
             if x in self.input_names:
                 self.err("E020", f"kernel input '{x}' is written; inputs are read-only", st.target.span,
                          notes=["copy it into a new tensor first"])
-            reads = list(accesses(st.value)) + [a for i in st.target.indices for a in accesses(i)]
+            reads = self.nodes.accesses(st.value) + [a for i in st.target.indices for a in self.nodes.accesses(i)]
             for r in reads:
                 if r.name != x and r.name not in written:
                     self.err("E018", f"'{r.name}' is read before any statement writes it", r.span)
@@ -335,10 +414,11 @@ class _Checker:
     def _classify(self, si: StmtInfo, previously_written: bool, written: set):
         st = si.stmt
         x = st.target.name
-        self_reads = [a for a in accesses(st.value) if a.name == x]
+        nodes = self.nodes
+        self_reads = [a for a in nodes.accesses(st.value) if a.name == x]
         target_vars = set()
         for i in st.target.indices:
-            target_vars |= {n.name for n in A.walk(i) if isinstance(n, A.Var)}
+            target_vars |= {n.name for n in nodes.vars(i)}
         # a private tensor is fresh in every iteration of the loops around its \alloc:
         # only the loops inside it can reduce into one copy
         own_loops = si.loops[si.private.get(x, 0):]
@@ -354,8 +434,8 @@ class _Checker:
             for a in other:
                 for i_w, i_r in zip(st.target.indices, a.indices):
                     if i_w != i_r:
-                        carried |= {n.name for n in A.walk(i_w) if isinstance(n, A.Var)}
-                        carried |= {n.name for n in A.walk(i_r) if isinstance(n, A.Var)}
+                        carried |= {n.name for n in nodes.vars(i_w)}
+                        carried |= {n.name for n in nodes.vars(i_r)}
             si.carried = frozenset(carried & {l.var for l in si.loops})
             si.reduce_vars = reduce_vars
             return
@@ -389,10 +469,29 @@ class _Checker:
 
     # -- pass 3: shapes -----------------------------------------------------------
     def _facts(self, loops) -> Facts:
-        f = Facts()
-        for l in loops:
-            f.ranges[l.var] = (l.start, l.start + l.extent - 1)
+        """The facts of a loop nest; shared, so callers must not modify them (the passes
+        refine with ``assuming``, which copies)."""
+        key = tuple(map(id, loops))
+        f = self._facts_by_nest.get(key)
+        if f is None:
+            f = Facts()
+            for l in loops:
+                f.ranges[l.var] = (l.start, l.start + l.extent - 1)
+            self._facts_by_nest[key] = f
         return f
+
+    def _types_of(self, root: A.Expr) -> dict:
+        """``expr_types`` of every expression of the kernel (``root`` among them), computed
+        once: reversed pre-order visits every node after its children."""
+        types = self._types
+        if not types:
+            for n in reversed(self.nodes.order):
+                types[id(n)] = node_type(n, types)
+        if id(root) not in types:  # not part of this kernel's tree
+            from .types import expr_types
+
+            types.update(expr_types(root))
+        return types
 
     def _shapes(self):
         lo_hi: dict[str, list] = {}
@@ -432,7 +531,7 @@ class _Checker:
     @staticmethod
     def _refine(state, cond, truth):
         facts, exact = state
-        return facts.assuming(cond, truth), exact and captures(cond, truth, facts)
+        return facts.assuming_shared(cond, truth), exact and captures(cond, truth, facts)
 
     def _numeric_expr(self, root: A.Expr, ctx: str, conv, facts: Facts, key):
         """Walk ``root`` (computed in context ``ctx``, converted to ``conv``) with the path
@@ -443,7 +542,7 @@ class _Checker:
         flagged: list = []  # (provable, node, interval, type, how)
         subscripts: list = []
         skip: set[int] = set()
-        for n, T, cv, (f, exact) in typed_walk(root, ctx, conv, (facts, True), self._refine):
+        for n, T, cv, (f, exact) in typed_walk(root, ctx, conv, (facts, True), self._refine, self._types_of(root)):
             if id(n) in skip:
                 continue
             if isinstance(n, A.Access):
@@ -473,7 +572,7 @@ class _Checker:
         # group by the innermost subscript that contains the node (None: the value itself)
         owner: dict[int, A.Expr] = {}
         for sub in subscripts:  # pre-order: inner subscripts come later and win
-            for m in A.walk(sub):
+            for m in self.nodes.walk(sub):
                 owner[id(m)] = sub
         groups: dict = {}
         for item in flagged:
@@ -482,7 +581,7 @@ class _Checker:
                 groups.setdefault(id(sub) if sub is not None else None, []).append(item)
         for k, items in groups.items():
             # the innermost provable overflow is the one to fix
-            _, n, iv, U, how = min(items, key=lambda x: sum(1 for _ in A.walk(x[1])))
+            _, n, iv, U, how = min(items, key=lambda x: self.nodes.size(x[1]))
             if k is not None:
                 self._overflowed.add(k)
             self.err("E026", f"integer overflow: '{_short(n)}' {how} {U} but ranges over [{iv[0]}, {iv[1]}], "
@@ -507,7 +606,8 @@ class _Checker:
     def _may_overflow(self, idx: A.Expr, facts: Facts) -> Optional[A.Expr]:
         """An integer node of subscript ``idx`` whose interval leaves the range of the type it
         computes in (so the interval of ``idx`` is not its value under int64 arithmetic)."""
-        for n, T, cv, f in typed_walk(idx, "i64", None, facts, lambda st, c, t: st.assuming(c, t)):
+        for n, T, cv, f in typed_walk(idx, "i64", None, facts, lambda st, c, t: st.assuming_shared(c, t),
+                                      self._types_of(idx)):
             if isinstance(n, A.Access):
                 continue
             if T is None or T not in INT_RANGES or T == "bool" or _literal_value(n) is not None or f.infeasible():
@@ -541,15 +641,15 @@ class _Checker:
             if isinstance(n, A.Call) and n.func == "if_then_else":
                 c, a, b = n.args
                 stack.append((c, f))
-                stack.append((a, f.assuming(c, True)))
-                stack.append((b, f.assuming(c, False)))
+                stack.append((a, f.assuming_shared(c, True)))
+                stack.append((b, f.assuming_shared(c, False)))
                 continue
             if isinstance(n, A.Access):
                 self._bounds_access(n, f)
                 for i in n.indices:
                     stack.append((i, f))
                 continue
-            for ch in A.children(n):
+            for ch in self.nodes.children(n):
                 stack.append((ch, f))
 
     def _bounds_access(self, acc: A.Access, facts: Facts):
@@ -573,7 +673,7 @@ class _Checker:
             if iv is not None and (iv[0] <= -(1 << 61) or iv[1] >= 1 << 61):
                 iv = None  # a one-sided guard bounds only one end: still unknown
             if iv is None:
-                if any(isinstance(x, A.Access) for x in A.walk(idx)):
+                if any(isinstance(x, A.Access) for x in self.nodes.walk(idx)):
                     self.warn("W014", f"subscript {k + 1} of '{acc.name}' depends on tensor data; it is bounds-checked at run time by the interpreter",
                               idx.span, key=("W014", acc.span))
                 else:
@@ -585,7 +685,7 @@ class _Checker:
 
     # -- pass 5: dependences under P/V/B loops ---------------------------------------
     def _races(self):
-        for lp in (n for n in A.walk(self.k) if isinstance(n, A.Loop) and n.kind in ("P", "V", "B")):
+        for lp in (n for n in self.nodes.order if isinstance(n, A.Loop) and n.kind in ("P", "V", "B")):
             inside = [si for si in self.stmts if any(l is lp for l in si.loops)]
             if lp.extent == 1:
                 continue

@@ -98,11 +98,13 @@ def expr_types(root: A.Expr) -> dict[int, Optional[str]]:
             stack.append((n, True))
             stack.extend((c, False) for c in _operands(n) if id(c) not in out)
             continue
-        out[id(n)] = _node_type(n, out)
+        out[id(n)] = node_type(n, out)
     return out
 
 
-def _node_type(e: A.Expr, known: dict) -> Optional[str]:
+def node_type(e: A.Expr, known: dict) -> Optional[str]:
+    """Type of ``e`` from the types of its operands in ``known`` (``{id(node): type}``,
+    filled bottom-up); None for a node that is not an expression."""
     if isinstance(e, A.Const):
         return "int_lit" if e.is_int else "float_lit"
     if isinstance(e, A.Var):
@@ -195,7 +197,7 @@ def _float_max(t: str) -> float:
             "f64": 1.7976931348623157e308}[t]
 
 
-def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=None):
+def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=None, types=None):
     """Pre-order ``(node, concrete type, conversion, state)`` for every node of ``root``,
     following exactly how the interpreter and the lowering evaluate it: a node of type
     ``t`` computes in ``resolve(t, ctx)`` where ``ctx`` is the type the enclosing operation
@@ -204,50 +206,66 @@ def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=N
     explicit cast, None for a subscript (int64). Subscripts of accesses are walked too,
     with context i64. ``state`` is carried down unchanged, except into the branches of
     ``if_then_else(c, a, b)``, which get ``refine(state, c, True)`` and
-    ``refine(state, c, False)`` (the checker passes its path facts). Explicit stack:
+    ``refine(state, c, False)`` (the checker passes its path facts). ``types``: the
+    :func:`expr_types` of a tree that contains ``root`` (types are computed bottom-up, so a
+    subtree's are the same), to type a statement once for many walks. Explicit stack:
     expressions may be deep."""
-    types = expr_types(root)
-
-    def ty(e):
-        return types.get(id(e))
-
+    if types is None:
+        types = expr_types(root)
+    get = types.get
+    floats = A.FLOAT_DTYPES
+    casts = A.CAST_FUNCS
+    # every node is visited by this loop, so it is written flat: the children go straight
+    # onto the stack (last child first, so they come off in source order) and ``resolve``
+    # is inlined
     stack = [(root, ctx, conv, state)]
+    pop, push = stack.pop, stack.append
     while stack:
-        n, c, cv, st = stack.pop()
-        t = ty(n)
-        T = resolve(t, c) if t is not None else None
+        n, c, cv, st = pop()
+        t = get(id(n))
+        if t is None:
+            T = None
+        elif t == "float_lit":
+            T = c if c in floats else "f64"
+        elif t == "int_lit":
+            T = "i64"
+        else:
+            T = t
         yield n, T, cv, st
-        kids: list = []
         if isinstance(n, A.Access):
-            kids = [(i, "i64", None) for i in n.indices]
+            for i in reversed(n.indices):
+                push((i, "i64", None, st))
+        elif isinstance(n, A.BinOp):
+            if n.op in ("&", "|"):
+                push((n.rhs, "bool", "bool", st))
+                push((n.lhs, "bool", "bool", st))
+            elif T is not None:
+                push((n.rhs, T, T, st))
+                push((n.lhs, T, T, st))
         elif isinstance(n, A.Neg):
-            kids = [(n.operand, T, T)]
+            push((n.operand, T, T, st))
         elif isinstance(n, A.Compare):
-            ts = [ty(o) for o in n.operands]
+            ts = [get(id(o)) for o in n.operands]
             if all(x is not None for x in ts):
                 u = ts[0]
                 for x in ts[1:]:
                     u = promote(u, x)
                 Tc = resolve(u, c)
-                kids = [(o, Tc, Tc) for o in n.operands]
-        elif isinstance(n, A.BinOp):
-            if n.op in ("&", "|"):
-                kids = [(n.lhs, "bool", "bool"), (n.rhs, "bool", "bool")]
-            elif T is not None:
-                kids = [(n.lhs, T, T), (n.rhs, T, T)]
+                for o in reversed(n.operands):
+                    push((o, Tc, Tc, st))
         elif isinstance(n, A.Call) and T is not None:
-            if n.func in A.CAST_FUNCS:
-                kids = [(n.args[0], n.func, "cast:" + n.func)]
+            if n.func in casts:
+                push((n.args[0], n.func, "cast:" + n.func, st))
             elif n.func == "if_then_else":
                 c0 = n.args[0]
                 st_t = refine(st, c0, True) if refine else st
                 st_f = refine(st, c0, False) if refine else st
-                kids = [(c0, "bool", "bool", st), (n.args[1], T, T, st_t), (n.args[2], T, T, st_f)]
+                push((n.args[2], T, T, st_f))
+                push((n.args[1], T, T, st_t))
+                push((c0, "bool", "bool", st))
             else:
-                kids = [(a, T, T) for a in n.args]
-        for kid in reversed(kids):
-            k, kc, kcv = kid[:3]
-            stack.append((k, kc, kcv, kid[3] if len(kid) > 3 else st))
+                for a in reversed(n.args):
+                    push((a, T, T, st))
 
 
 def resolve(t: str, target: str) -> str:
