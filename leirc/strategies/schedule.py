@@ -19,7 +19,7 @@ from ..lang import ast as A
 from ..lang.affine import affine
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .common import loop_arg, stmt_arg, stmts_under
-from .rewrite import find_loop, fresh_index, fresh_tensor, iter_stmts, loop_ref, replace_at, substitute, used_names
+from .rewrite import find_loop, fresh_index, fresh_tensor, loop_ref, replace_at, substitute, used_names
 
 
 def _linear(terms: list[tuple[str, int]], const: int) -> A.Expr:
@@ -97,7 +97,7 @@ class CacheWrite(Strategy):
 
     def sites(self, ctx: Context) -> list[Site]:
         out = []
-        for ref, st, path in iter_stmts(ctx.kernel):
+        for ref, st, path in ctx.stmts():  # only the anchors in focus (a cursor listing)
             si = ctx.result.info(st)
             if si.kind != "reduce":
                 continue
@@ -191,7 +191,7 @@ class VectorizedPartialSums(Strategy):
 
     def sites(self, ctx: Context) -> list[Site]:
         out = []
-        for ref, st, _ in iter_stmts(ctx.kernel):
+        for ref, st, _ in ctx.stmts():  # only the anchors in focus (a cursor listing)
             si = ctx.result.info(st)
             if si.kind != "reduce" or not si.loops:
                 continue
