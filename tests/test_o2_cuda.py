@@ -1,4 +1,4 @@
-"""-O2 on CUDA (leirc.opt.o2.optimize_cuda): per nest family a launch shape that keeps the
+"""-O2 on CUDA (leirc.opt.o2_cuda.optimize_cuda): per nest family a launch shape that keeps the
 device busy, every result one kernel per nest with no host loop, verified against the
 original program (the LEIR meaning does not depend on the target; B loops run serially in
 the interpreter and on llvm). No GPU here: the CUDA source is compiled with
@@ -17,7 +17,7 @@ from leirc.lang.checker import check_text
 from leirc.lang.parser import parse
 from leirc.lang.printer import print_kernel
 from leirc.lower import NvccNotFound, build, nvcc_compile
-from leirc.opt import o2
+from leirc.opt import o2, o2_cuda
 from leirc.strategies import NotApplicable, replay
 
 STDLIB = Path(__file__).resolve().parents[1] / "stdlib"
@@ -157,9 +157,9 @@ def test_gemm_gets_block_and_register_tiles():
 
 def test_launch_shape_is_an_argument():
     k = stdlib("gemv")
-    res = o2.optimize(k, "cuda", gpu=o2.GpuTiles(threads=128))
+    res = o2.optimize(k, "cuda", gpu=o2_cuda.GpuTiles(threads=128))
     assert [(c[0], c[2]) for c in bound_chain(res.kernel.body[0])] == [("B", 128), ("B", 128), ("L", 512)]
-    mm = o2.optimize(stdlib("matmul_standard"), "cuda", gpu=o2.GpuTiles(by=8, bx=32, tm=2, tn=2))
+    mm = o2.optimize(stdlib("matmul_standard"), "cuda", gpu=o2_cuda.GpuTiles(by=8, bx=32, tm=2, tn=2))
     assert [c[2] for c in bound_chain(mm.kernel.body[0])[:4]] == [16, 8, 8, 32]
 
 
@@ -210,7 +210,7 @@ def test_small_results_verify_in_the_interpreter(name):
     from leirc.verify import verify
 
     src = SMALL[name]
-    res = o2.optimize(kernel_of(src), "cuda", gpu=o2.GpuTiles(threads=64, by=4, bx=8, tm=4, tn=4))
+    res = o2.optimize(kernel_of(src), "cuda", gpu=o2_cuda.GpuTiles(threads=64, by=4, bx=8, tm=4, tn=4))
     assert any(isinstance(n, A.Loop) and n.kind == "B" for n in A.walk(res.kernel))
     b = cuda_build(res.kernel)
     assert not b.diagnostics and host_loops(b.tir_text) == []
