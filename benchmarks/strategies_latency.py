@@ -3,7 +3,8 @@
 for (``sites_at``: the item under the cursor and the nests around it, argument domains
 deferred), on stdlib kernels (a benchmark, not a test).
 
-    .venv/bin/python benchmarks/strategies_latency.py [--only NAME] [--repeat N] [--json FILE]
+    .venv/bin/python benchmarks/strategies_latency.py [--only NAME] [--repeat N] [--level L] [--json FILE]
+    .venv/bin/python benchmarks/strategies_latency.py --level graph --all     # graph strategies, every stdlib kernel
 
 Times are CPU seconds of this process (``time.process_time``), so a loaded machine
 does not inflate them; medians of ``--repeat`` runs (default 5) after one warm-up run
@@ -78,9 +79,9 @@ def _unfocused(p: Program) -> list[str]:
     return out
 
 
-def bench(name: str, repeat: int, skip: set) -> dict:
+def bench(name: str, repeat: int, skip: set, level: str | None = None) -> dict:
     p = Program.from_text((REPO / "stdlib" / f"{name}.leir").read_text())
-    names = [s.name for s in all_strategies() if s.name not in skip]
+    names = [s.name for s in all_strategies() if s.name not in skip and (level is None or s.level == level)]
     enumerate_sites(p.kernel, names, result=p.result)  # warm-up: SymPy, caches
     fulls = []
     for _ in range(repeat):
@@ -112,9 +113,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--skip", action="append", default=[], metavar="STRATEGY",
                     help="leave a strategy out of both listings (e.g. one that ignores the focus)")
+    ap.add_argument("--level", help="only the strategies of this level (graph, loop, ...)")
+    ap.add_argument("--all", action="store_true", help="every stdlib kernel")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    rows = [bench(n, a.repeat, set(a.skip)) for n in (a.only or DEFAULT)]
+    kernels = a.only or (sorted(f.stem for f in (REPO / "stdlib").glob("*.leir")) if a.all else DEFAULT)
+    rows = [bench(n, a.repeat, set(a.skip), a.level) for n in kernels]
     print(f"{'kernel':16} {'sites':>5} {'items':>5} {'full ms':>8} {'at-cursor ms (mean/worst)':>26} "
           f"{'+domains ms':>11} {'cold s':>7}  unfocused strategies")
     for r in rows:
