@@ -5,19 +5,13 @@ the tracker's address is not."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (pip install tornado)")
 
-import psutil  # noqa: E402 - after the skip
+from rpc_tracker import TrackerFailed, tracker_with_server  # noqa: E402 - after the skip
 
 from leirc.dataset.generate import GenOptions, generate  # noqa: E402
 from leirc.dataset.store import Store  # noqa: E402
@@ -28,65 +22,13 @@ KEY = "leirc-dataset-test"
 pytestmark = pytest.mark.slow  # a tracker, a server that registers with it, real builds
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args, log):
-    # its own session: the server's forked workers are stopped with the group
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def _stop(p) -> list:
-    try:
-        kids = psutil.Process(p.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        kids = []
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=20)
-    _, alive = psutil.wait_procs(kids, timeout=10)
-    return [k.pid for k in alive]
-
-
 @pytest.fixture(scope="module")
 def tracker(tmp_path_factory):
-    d = tmp_path_factory.mktemp("rpc")
-    tport, sport = _free_port(), _free_port()
-    tr = _start(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(tport), "--port-end",
-                 str(tport + 1)], d / "tracker.log")
-    sv = _start(["tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(sport), "--port-end", str(sport + 1),
-                 "--tracker", f"127.0.0.1:{tport}", "--key", KEY], d / "server.log")
     try:
-        # one poller that imports TVM once (a query_rpc_tracker per poll would import it every time)
-        poll = ("import sys, time\nfrom tvm import rpc\n"
-                "while True:\n"
-                "    try:\n"
-                "        q = rpc.connect_tracker('127.0.0.1', int(sys.argv[1])).summary()['queue_info']\n"
-                "        if q.get(sys.argv[2], {}).get('free', 0) >= 1:\n"
-                "            break\n"
-                "    except Exception:\n"
-                "        pass\n"
-                "    time.sleep(0.3)\n")
-        try:
-            subprocess.run([sys.executable, "-c", poll, str(tport), KEY], timeout=120, check=True,
-                           capture_output=True)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the server never registered with the tracker (tracker alive: {tr.poll() is None}, "
-                        f"server alive: {sv.poll() is None})")
-        yield {"address": f"127.0.0.1:{tport}", "server_log": d / "server.log"}
-    finally:
-        left = _stop(sv) + _stop(tr)
-        assert not left, f"processes left behind by the RPC server: {left}"
+        with tracker_with_server(tmp_path_factory.mktemp("rpc"), KEY) as t:
+            yield t
+    except TrackerFailed as e:
+        pytest.fail(str(e))
 
 
 def test_records_are_verified_here_and_timed_on_the_rpc_server(tracker, tmp_path):

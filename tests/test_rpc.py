@@ -4,19 +4,14 @@ shutdown (no server worker left behind)."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (pip install tornado)")
 
-import psutil  # noqa: E402 - after the skip
+from rpc_tracker import TrackerFailed, tracker_with_server  # noqa: E402 - after the skip
 
 from leirc.lang.checker import check_text  # noqa: E402
 from leirc.lower.rpc import RemoteTimer, parse_address  # noqa: E402
@@ -30,59 +25,13 @@ ROWSUM = r"""\kernel rowsum(A: f32[64, 512]) -> (Y: f32[64]) {
 KEY = "leirc-test"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args, log):
-    # its own session: the server's forked workers are stopped with the group
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def _stop(p) -> list:
-    """Stop ``p``'s process group; returns the pids of its descendants that outlived it."""
-    try:
-        kids = psutil.Process(p.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        kids = []
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=20)
-    _, alive = psutil.wait_procs(kids, timeout=10)
-    return [k.pid for k in alive]
-
-
 @pytest.fixture(scope="module")
 def tracker(tmp_path_factory):
-    d = tmp_path_factory.mktemp("rpc")
-    tport, sport = _free_port(), _free_port()
-    tr = _start(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(tport), "--port-end",
-                 str(tport + 1)], d / "tracker.log")
-    sv = _start(["tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(sport), "--port-end", str(sport + 1),
-                 "--tracker", f"127.0.0.1:{tport}", "--key", KEY], d / "server.log")
     try:
-        q = [sys.executable, "-m", "tvm.exec.query_rpc_tracker", "--host", "127.0.0.1", "--port", str(tport)]
-        deadline = time.monotonic() + 90  # the server retries the tracker every 5 s
-        while True:
-            out = subprocess.run(q, capture_output=True, text=True, timeout=60)
-            if re.search(rf"^{KEY}\s+1\s+1\s", out.stdout, re.M):
-                break
-            assert tr.poll() is None and sv.poll() is None, "the tracker or the server exited"
-            assert time.monotonic() < deadline, f"the server never registered with the tracker:\n{out.stdout}"
-            time.sleep(0.5)
-        yield {"address": f"127.0.0.1:{tport}", "server_log": d / "server.log"}
-    finally:
-        left = _stop(sv) + _stop(tr)
-        assert not left, f"processes left behind by the RPC server: {left}"
+        with tracker_with_server(tmp_path_factory.mktemp("rpc"), KEY) as t:
+            yield t
+    except TrackerFailed as e:
+        pytest.fail(str(e))
 
 
 def _loads(log) -> int:
