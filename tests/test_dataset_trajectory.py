@@ -130,3 +130,13 @@ def test_trajectories_split_by_source_kernel_with_the_single_step_records(trajec
             assert split_of(row["source"], 3) == sp  # the function single-step records split by
     assert len(where) == 8 and all(len(v) == 1 for v in where.values())
     assert sum(res[sp]["examples"] for sp in SPLITS) == 24 * 3
+
+
+def test_the_source_id_is_the_one_dataset_gen_gives_the_same_file(trajectory):
+    from leirc.dataset.sources import discover, load
+
+    d, _, rec = trajectory
+    files, problems = discover([str(d / "rowsum.leir")])
+    assert not problems
+    gen_ids = [s.id for s in load(files[0])[0]]
+    assert rec["source"]["id"] in gen_ids and rec["source"]["id"] == "rowsum.leir::rowsum"

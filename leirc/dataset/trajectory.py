@@ -36,7 +36,10 @@ def _worst(a: str, b: str) -> str:
 def trajectory_record(source_id: str, source_text: str, steps: list, evaluator, *, kernel: Optional[str] = None,
                       target: str = "llvm") -> dict:
     """One multi-step record (see the module docstring). ``evaluator``: an
-    :class:`leirc.engine.Evaluator` (its options decide seeds, oracle and timing)."""
+    :class:`leirc.engine.Evaluator` (its options decide seeds, oracle and timing).
+    ``source_id``: the file part (``softmax.leir``) or the whole id; the record's source id
+    is ``file::kernel`` like ``leirc dataset gen``'s, so the export splits both kinds of
+    records of one kernel into the same split."""
     from ..engine.program import Program, apply
 
     prog = Program.from_text(source_text, kernel)
@@ -78,7 +81,7 @@ def trajectory_record(source_id: str, source_text: str, steps: list, evaluator, 
     fps = [prog.fingerprint] + [s["fingerprint"] for s in states]
     return {
         "kind": "trajectory", "id": hashlib.sha256(json.dumps(fps).encode()).hexdigest()[:24],
-        "source": {"id": source_id, "kernel": prog.kernel.name}, "signature": signature(prog.kernel),
+        "source": {"id": source_id if "::" in source_id else f"{source_id}::{prog.kernel.name}", "kernel": prog.kernel.name}, "signature": signature(prog.kernel),
         "original": {"leir": root_text, "leir_compact": print_kernel(prog.kernel, COMPACT),
                      "fingerprint": prog.fingerprint},
         "root": {"ok": root.ok, "error_kind": root.error_kind, "ms": root_ms},
