@@ -595,3 +595,17 @@ def test_utf16_positions_round_trip():
     p = lines.to_lsp(1, 5)  # before x: '% ', 'é' (1 unit), '😀' (2 units)
     assert (p.line, p.character) == (0, 5)
     assert lines.from_lsp(p) == (1, 5)
+
+
+def test_the_listing_worker_warm_up_lists_every_strategy_at_every_item():
+    from leirc.ide import assists
+    from leirc.strategies import all_strategies, sites_at
+    from leirc.strategies.rewrite import iter_items
+    from leirc_lsp.server import WARM_UP
+
+    doc = Document(WARM_UP, "<warm-up>")
+    seg = doc.segment_of("warm")
+    names = [s.name for s in all_strategies()]
+    want = sum(len(sites_at(seg.kernel, tuple(p), result=seg.result, strategies=names)) for p, _ in iter_items(seg.kernel))
+    assert want > 0 and assists.warm_worker(WARM_UP) == want
+    assert assists.warm_worker(WARM_UP.replace("M^{f32,l}_{i}, X", "M^{f32,l}_{i}, Q")) == 0  # does not check: nothing

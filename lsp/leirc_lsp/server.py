@@ -614,8 +614,8 @@ WARM_UP = r"""\kernel warm(X: f32[64, 128]) -> (Y: f32[64, 128]) {
 
 def _warm_up():
     try:
-        # the listing worker imports the strategies while this thread does the same here
-        server.slow_pool.submit(assists.list_in_worker, WARM_UP, True, (0,), [])
+        # the listing worker imports and lists every strategy while this thread does the same here
+        server.slow_pool.submit(assists.warm_worker, WARM_UP)
         doc = Document(WARM_UP, "<warm-up>")
         seg = doc.segment_of("warm")
         if seg is None or seg.result is None or not seg.result.ok:
