@@ -89,3 +89,36 @@ def test_leirc_build_model_py_usage_errors(model_file, tmp_path, capsys):
     assert "llvm only" in capsys.readouterr().err
     assert main(["build", str(tmp_path / "missing.py"), "-o", str(tmp_path)]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+GEMM_MODEL = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, a, b):
+            return torch.relu(torch.matmul(a, b))
+
+    def get_inputs():
+        return [torch.rand(64, 48), torch.rand(48, 64)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_leirc_build_model_py_at_O2_blocks_the_gemm_and_verifies(tmp_path, monkeypatch, capsys):
+    from leirc.cli.main import main
+
+    src = tmp_path / "gemm_model.py"
+    src.write_text(GEMM_MODEL)
+    monkeypatch.setenv("LEIRC_BUILD_TIME", "0")
+    out = tmp_path / "out"
+    rc = main(["build", str(src), "-O", "2", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "verified against PyTorch" in err
+    o2 = (out / "gemm_model.O2.leir").read_text()
+    # register blocking reached the imported GEMM: a private accumulator tile inside the nest
+    assert "\\alloc" in o2 and ",l}" in o2
+    assert json.loads((out / "gemm_model.report.json").read_text())["verified"] is True
