@@ -7,21 +7,27 @@ from typing import Optional
 from ..lang import ast as A
 
 
-def reduction_form(st: A.Assign) -> Optional[tuple[str, Optional[A.Expr], bool]]:
+def reduction_form(st: A.Assign, accesses=None) -> Optional[tuple[str, Optional[A.Expr], bool]]:
     """(op, operand, commuted) if ``st`` accumulates into its target.
 
     Recognized: ``X = X op e`` and ``X = e op X`` (op in + *), ``max/min(X, e)`` in either
     order, and left-deep chains with X as the leftmost leaf, ``X + a - b + c`` (sum) or
     ``X * a / b`` (product), as the Step-TP reference emits them after algebraic rewrites.
     For chains ``operand`` is None: the statement is evaluated literally, with X holding
-    the running value."""
+    the running value. ``accesses``: a function giving the accesses under an expression,
+    for a caller that has them at hand (the checker keeps them per node); by default the
+    tree is walked."""
     x, v = st.target, st.value
 
     def is_x(e):
         return isinstance(e, A.Access) and e.name == x.name and e.indices == x.indices
 
-    def free_of_x(e):
-        return not any(isinstance(n, A.Access) and n.name == x.name for n in A.walk(e))
+    if accesses is None:
+        def free_of_x(e):
+            return not any(isinstance(n, A.Access) and n.name == x.name for n in A.walk(e))
+    else:
+        def free_of_x(e):
+            return not any(n.name == x.name for n in accesses(e))
 
     if isinstance(v, A.BinOp) and v.op in ("+", "-", "*"):
         if is_x(v.lhs) and free_of_x(v.rhs):

@@ -10,6 +10,7 @@ are listed in :mod:`leirc.lang.diagnostics`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -26,6 +27,9 @@ THREAD_LIMITS = {"x": 1024, "y": 1024, "z": 64}
 BLOCK_LIMITS = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_VECTOR_LANES = 64
 SHARED_BYTES_LIMIT = 48 * 1024
+
+_I64_MAX = (1 << 63) - 1
+_UNKNOWN = object()  # a subscript the literal pass did not reach
 
 #: reduction operator -> identity
 IDENTITY = {"+": 0, "-": 0, "*": 1, "max": -math.inf, "min": math.inf}
@@ -62,6 +66,29 @@ _EXPR_CHILDREN = {
 }
 
 
+#: the same for the statement and structure nodes, so building the node list never falls
+#: back to the generic field scan (tests/test_checker_speed_equivalence.py compares the
+#: resulting walk with ``A.walk``)
+_ITEM_CHILDREN = {
+    A.Assign: lambda n: (n.target, n.value),
+    A.Loop: lambda n: n.body,
+    A.Region: lambda n: n.body,
+    A.Alloc: lambda n: (),
+    A.Align: lambda n: (),
+    A.Param: lambda n: (),
+    A.Kernel: lambda n: n.inputs + n.outputs + n.body,
+}
+
+
+_NODE_CHILDREN = {**_ITEM_CHILDREN, **_EXPR_CHILDREN}
+#: how deep :class:`_Nodes` recurses before it takes its explicit stack
+_RECURSION_DEPTH = 200
+
+
+class _TooDeep(Exception):
+    pass
+
+
 class _Nodes:
     """The pre-order node list of one kernel, built once and shared by every pass: the
     subtree of a node is a slice of it (pre-order keeps a subtree contiguous), so a pass
@@ -69,36 +96,79 @@ class _Nodes:
 
     def __init__(self, root):
         order: list = []
-        start: dict[int, int] = {}  # id(node) -> its index in ``order``
-        kids: dict[int, list] = {}  # id(node) -> its children, for nodes that have some
-        append, children = order.append, A.children
-        fast = _EXPR_CHILDREN
-        stack = [root]
-        pop, extend = stack.pop, stack.extend
+        kids: dict[int, tuple] = {}  # id(node) -> its children, for nodes that have some
+        try:
+            ends = self._build_recursive(root, order, kids)
+        except _TooDeep:  # a long operator chain: the explicit stack below has no depth limit
+            order, kids = [], {}
+            ends = self._build_iterative(root, order, kids)
+        self.order = order
+        self._start = {id(n): i for i, n in enumerate(order)}
+        self._end = ends  # the index after the last node of each node's subtree
+        self._kids = kids
+        self._access_memo: dict[int, list] = {}
+        self._var_memo: dict[int, list] = {}
+        # positions of the if_then_else calls, ascending: the guards that refine facts
+        self._guards = [i for i, n in enumerate(order) if n.__class__ is A.Call and n.func == "if_then_else"]
+
+    @staticmethod
+    def _build_recursive(root, order: list, kids: dict) -> list:
+        """Pre-order into ``order``; the subtree ends. Recursion is about twice as fast as an
+        explicit stack here, so it is used up to a modest depth (raising ``_TooDeep``
+        beyond, wherever the caller's stack stands)."""
+        ends: list[int] = []
+        table = _NODE_CHILDREN
+        generic = A.children
+        append, open_end = order.append, ends.append
+
+        def visit(n, depth):
+            i = len(order)
+            append(n)
+            open_end(0)
+            get = table.get(n.__class__)
+            ch = get(n) if get is not None else tuple(generic(n))
+            if ch:
+                if depth > _RECURSION_DEPTH:
+                    raise _TooDeep
+                kids[id(n)] = ch
+                for c in ch:
+                    visit(c, depth + 1)
+            ends[i] = len(order)
+
+        visit(root, 0)
+        return ends
+
+    @staticmethod
+    def _build_iterative(root, order: list, kids: dict) -> list:
+        parent: list[int] = []  # index of each node's parent in ``order`` (-1: the root)
+        table = _NODE_CHILDREN
+        generic = A.children
+        append, add_parent = order.append, parent.append
+        # two parallel stacks (node, parent index): no tuple per node
+        stack, up = [root], [-1]
+        pop, push, pop_up, push_up = stack.pop, stack.extend, up.pop, up.extend
         while stack:
             n = pop()
-            start[id(n)] = len(order)
+            i = len(order)
             append(n)
-            get = fast.get(n.__class__)
-            ch = list(get(n) if get is not None else children(n))
+            add_parent(pop_up())
+            get = table.get(n.__class__)
+            ch = get(n) if get is not None else tuple(generic(n))
             if ch:
                 kids[id(n)] = ch
-                extend(reversed(ch))
+                push(ch[::-1])
+                push_up((i,) * len(ch))
         # a subtree's size, bottom-up: children come after their parent in pre-order
-        size: dict[int, int] = {}
-        for n in reversed(order):
-            ch = kids.get(id(n))
-            size[id(n)] = 1 + sum(size[id(c)] for c in ch) if ch else 1
-        self.order = order
-        self._start = start
-        self._size = size
-        self._kids = kids
+        size = [1] * len(order)
+        for i in range(len(order) - 1, 0, -1):
+            size[parent[i]] += size[i]
+        return [i + size[i] for i in range(len(order))]
 
     def _slice(self, n):
         i = self._start.get(id(n))
         if i is None or self.order[i] is not n:
             return None
-        return i, i + self._size[id(n)]
+        return i, self._end[i]
 
     def walk(self, n) -> list:
         """``list(A.walk(n))``, from the shared list when ``n`` is in this kernel."""
@@ -114,13 +184,39 @@ class _Nodes:
         """``list(A.children(n))``."""
         if self._slice(n) is None:
             return list(A.children(n))
-        return self._kids.get(id(n), ())
+        return list(self._kids.get(id(n), ()))
 
+    def has_guard(self, n) -> bool:
+        """Does the subtree of ``n`` hold an ``if_then_else``? (True for a node that is not
+        in this kernel: the caller then takes its general path.)"""
+        sl = self._slice(n)
+        if sl is None:
+            return True
+        k = bisect.bisect_left(self._guards, sl[0])
+        return k < len(self._guards) and self._guards[k] < sl[1]
+
+    def accesses_last_first(self, n) -> list:
+        """The accesses under ``n`` (in this kernel) in the order of a walk that visits a
+        node before its operands and the operands last to first, as the bounds pass's
+        explicit stack does: a node whose subtree ends later comes first, and an enclosing
+        access before the ones in its subscripts."""
+        start, end = self._start, self._end
+        return sorted(self.accesses(n), key=lambda a: (-end[start[id(a)]], start[id(a)]))
+
+    # several passes ask for the accesses and index variables of the same statement parts:
+    # kept per node (the memo lives as long as this kernel's check; it holds the node, so
+    # an id is never reused while its entry exists)
     def accesses(self, n) -> list:
-        return [x for x in self.walk(n) if isinstance(x, A.Access)]
+        hit = self._access_memo.get(id(n))
+        if hit is None or hit[0] is not n:
+            hit = self._access_memo[id(n)] = (n, [x for x in self.walk(n) if x.__class__ is A.Access])
+        return hit[1]
 
     def vars(self, n) -> list:
-        return [x for x in self.walk(n) if isinstance(x, A.Var)]
+        hit = self._var_memo.get(id(n))
+        if hit is None or hit[0] is not n:
+            hit = self._var_memo[id(n)] = (n, [x for x in self.walk(n) if x.__class__ is A.Var])
+        return hit[1]
 
 
 # ---------------------------------------------------------------------------
@@ -142,6 +238,11 @@ class _Checker:
         # one Facts per loop nest, shared by the passes: its interval memo carries over
         self._facts_by_nest: dict[tuple, Facts] = {}
         self._types: dict[int, Optional[str]] = {}  # expr_types of every statement, once
+        self._types_complete = True  # False: _type met a tree it may type unlike node_type
+        # (id(subscript), id(its facts)) -> what _may_overflow answers there, found by the
+        # literal pass; both ids stay valid: the kernel and the shared facts outlive the check
+        self._wide: dict[tuple[int, int], Optional[A.Expr]] = {}
+        self._sub_iv: dict[tuple[int, int], tuple[int, int]] = {}  # the same key -> interval
 
     def err(self, code, msg, span, notes=()):
         self.diags.append(error(code, msg, span, notes))
@@ -301,9 +402,8 @@ class _Checker:
                 self.err("E047", f"private tensor '{acc.name}' is used outside its \\alloc at {_pos(info.span)}; it exists "
                          f"only from the \\alloc to the end of the enclosing body", acc.span)
                 return
-            inner = loops[len(info.alloc_loops):]
-            if info.scope == "l" and any(l.kind == "B" and (binding_axis(l.var) or ("",))[0] == "thread" for l in inner):
-                self._local_outside_thread(acc, info)
+            if info.scope == "l":
+                self._local_outside_thread(acc, info, loops[len(info.alloc_loops):])
         if info.dtype != acc.dtype:
             self.err("E013", f"'{acc.name}' is {info.dtype} at {_pos(info.span)} but {acc.dtype} here", acc.span,
                      notes=["a tensor has one dtype; copy it into a new tensor to change it"])
@@ -313,13 +413,64 @@ class _Checker:
         if info.rank != len(acc.indices):
             self.err("E016", f"'{acc.name}' is accessed with {info.rank} subscript(s) at {_pos(info.span)} but {len(acc.indices)} here", acc.span)
 
-    def _local_outside_thread(self, acc: A.Access, info: TensorInfo):
+    def _local_outside_thread(self, acc: A.Access, info: TensorInfo, inner: tuple):
+        """E048 for a ``local`` tile used inside thread-bound loops that its ``\\alloc`` encloses.
+
+        Legal when the tile is partitioned by thread: for each such thread axis one dimension
+        is subscripted by exactly that loop's index in every access (coefficient 1, no offset),
+        the same dimension for the same axis everywhere and a different one per axis, and every
+        access runs under the loops of all those axes. Each element then belongs to one thread,
+        and TVM compacts the buffer to that thread's slice. ``inner``: the loops between the
+        allocation and the access."""
         key = ("E048", acc.name)
         if key in self._warned:
             return
+        threads = {}
+        for lp in inner:
+            ax = binding_axis(lp.var) if lp.kind == "B" else None
+            if ax is not None and ax[0] == "thread":
+                threads[ax[1]] = lp
+        # per local tile: (axis -> dimension, spans of accesses outside every thread loop)
+        partitions = self.__dict__.setdefault("_thread_partitions", {})
+        dims, unthreaded = partitions.setdefault(acc.name, ({}, []))
+        problem = None
+        if not threads:
+            if dims:
+                problem = f"this access runs outside the thread loops ({', '.join(f'threadIdx.{a}' for a in sorted(dims))}) " \
+                          f"that partition the tile"
+            unthreaded.append(acc.span)
+        elif unthreaded:
+            problem = f"it is also used outside the thread loops, at {_pos(unthreaded[0])}"
+        elif dims and set(dims) != set(threads):
+            problem = f"its accesses run under different thread axes ({', '.join(sorted(dims))} and {', '.join(sorted(threads))})"
+        else:
+            chosen = dict(dims)
+            for axis in sorted(threads):
+                var = threads[axis].var
+                owns = lambda d: isinstance(acc.indices[d], A.Var) and acc.indices[d].name == var  # noqa: E731
+                if axis in chosen:
+                    if not owns(chosen[axis]):
+                        problem = (f"subscript {chosen[axis]} must be the thread index '{var}' itself, as in its "
+                                   f"other accesses")
+                        break
+                    continue
+                taken = set(chosen.values())
+                free = [d for d in range(len(acc.indices)) if owns(d) and d not in taken]
+                if not free:
+                    problem = (f"no subscript is the thread index '{var}' itself (coefficient 1, no offset)"
+                               if not any(owns(d) for d in range(len(acc.indices)))
+                               else f"its subscript '{var}' is in a dimension another thread axis already uses")
+                    break
+                chosen[axis] = free[0]
+            if problem is None:
+                dims.update(chosen)
+        if problem is None:
+            return
         self._warned.add(key)
-        self.err("E048", f"local tensor '{acc.name}' is allocated outside a thread-bound loop that uses it; local "
-                 f"memory belongs to one thread: allocate it inside the thread loop (or use scope s)", acc.span)
+        self.err("E048", f"local tensor '{acc.name}' is allocated outside a thread-bound loop that uses it, and its "
+                 f"elements are not each owned by one thread: {problem}", acc.span,
+                 notes=["allocate it inside the thread loop, use scope s, or give each thread axis its own dimension "
+                        "subscripted by that thread loop's index alone in every access (e.g. D_{ty,tx,i,j})"])
 
     def _index_type(self, idx: A.Expr):
         t = self._type(idx)
@@ -327,22 +478,29 @@ class _Checker:
             self.err("E022", f"subscript has type {t}; subscripts must be integers", idx.span)
 
     def _type(self, e: A.Expr) -> Optional[str]:
-        """Type of an expression; reports E022/E023 on the way. None if unknown."""
-        if isinstance(e, A.Const):
+        """Type of an expression; reports E022/E023 on the way. None if unknown. Every
+        result is kept for the later passes' typed walks (:meth:`_types_of`)."""
+        t = self._type_uncached(e)
+        self._types[id(e)] = t
+        return t
+
+    def _type_uncached(self, e: A.Expr) -> Optional[str]:
+        cls = e.__class__
+        if cls is A.Const:
             return "int_lit" if e.is_int else "float_lit"
-        if isinstance(e, A.Var):
+        if cls is A.Var:
             return "int_lit"
-        if isinstance(e, A.Access):
+        if cls is A.Access:
             for i in e.indices:
                 self._index_type(i)
             return e.dtype
-        if isinstance(e, A.Neg):
+        if cls is A.Neg:
             return self._type(e.operand)
-        if isinstance(e, A.Compare):
+        if cls is A.Compare:
             for o in e.operands:
                 self._type(o)
             return "bool"
-        if isinstance(e, A.BinOp):
+        if cls is A.BinOp:
             lt, rt = self._type(e.lhs), self._type(e.rhs)
             if e.op in ("&", "|"):
                 for side, t in ((e.lhs, lt), (e.rhs, rt)):
@@ -358,10 +516,14 @@ class _Checker:
                 t = _promote(lt, rt)
                 return t if _is_float(t) else ("float_lit" if t == "int_lit" else t)
             return _promote(lt, rt)
-        if isinstance(e, A.Call):
+        if cls is A.Call:
             ts = [self._type(a) for a in e.args]
             if e.func in A.CAST_FUNCS:
                 return e.func
+            if None in ts or (e.func in ("abs", "floor", "ceil") and len(ts) != 1):
+                # where this function and types.node_type could answer differently (a
+                # malformed tree): the typed walks type the kernel with node_type instead
+                self._types_complete = False
             if e.func == "if_then_else":
                 c = ts[0]
                 if c is not None and c != "bool":
@@ -388,6 +550,7 @@ class _Checker:
             if t is None:
                 return None
             return t if _is_float(t) else ("float_lit" if t == "int_lit" else "f32")
+        self._types_complete = False
         return None
 
     # -- pass 2: program order, statement kinds -----------------------------------
@@ -439,7 +602,7 @@ class _Checker:
             si.carried = frozenset(carried & {l.var for l in si.loops})
             si.reduce_vars = reduce_vars
             return
-        form = _reduction_form(st)
+        form = _reduction_form(st, nodes.accesses)
         if previously_written:
             si.kind = "update"
             si.reduce_vars = reduce_vars
@@ -481,12 +644,16 @@ class _Checker:
         return f
 
     def _types_of(self, root: A.Expr) -> dict:
-        """``expr_types`` of every expression of the kernel (``root`` among them), computed
-        once: reversed pre-order visits every node after its children."""
+        """``expr_types`` of every expression of the kernel (``root`` among them). The
+        structure pass typed every statement already (:meth:`_type`, the same rules as
+        :func:`leirc.lang.types.node_type` on well-formed trees); where it could not vouch
+        for that, the kernel is typed again with ``node_type``: reversed pre-order visits
+        every node after its children."""
         types = self._types
-        if not types:
+        if not self._types_complete:
             for n in reversed(self.nodes.order):
                 types[id(n)] = node_type(n, types)
+            self._types_complete = True
         if id(root) not in types:  # not part of this kernel's tree
             from .types import expr_types
 
@@ -533,40 +700,151 @@ class _Checker:
         facts, exact = state
         return facts.assuming_shared(cond, truth), exact and captures(cond, truth, facts)
 
+    def _small_subscript(self, idx: A.Expr, facts: Facts) -> bool:
+        """True if subscript ``idx`` is built only from loop indices, integer literals,
+        ``+ - *``, unary minus and ``//``/``%`` by a positive literal, and a magnitude bound
+        computed from the loop ranges alone keeps every node of it inside int64. Every node
+        then computes in i64 and its interval lies inside that bound (interval arithmetic
+        and the affine forms of :class:`Facts` never exceed it while no guard fact narrows
+        the box), so neither the literal and overflow checks nor :meth:`_may_overflow`
+        can report anything there: the walk skips it, which is most of a kernel's integer
+        nodes. For an affine ``idx`` it also keeps ``facts.interval(idx)`` for the bounds
+        pass, computed as :meth:`Facts._interval` does (no guard facts: the plain box)."""
+        if facts.linear or facts.exprs:
+            return False  # guard facts can leave empty intervals with far-out ends
+        ranges = facts.ranges
+        cls = idx.__class__
+        if cls is A.Var:  # most subscripts: one loop index
+            r = ranges.get(idx.name)
+            if r is None or max(abs(r[0]), abs(r[1])) > _I64_MAX:
+                return False
+            self._sub_iv[(id(idx), id(facts))] = r
+            return True
+        # bottom-up over reversed pre-order (every node after its children, the first child
+        # on top of the stack): (magnitude bound, affine coefficients or None, constant)
+        vals: list = []
+        push, pop = vals.append, vals.pop
+        for n in reversed(self.nodes.walk(idx)):
+            cls = n.__class__
+            if cls is A.Var:
+                r = ranges.get(n.name)
+                if r is None:
+                    return False
+                v = (max(abs(r[0]), abs(r[1])), {n.name: 1}, 0)
+            elif cls is A.Const:
+                if n.value.__class__ is not int:
+                    return False
+                v = (abs(n.value), {}, n.value)
+            elif cls is A.BinOp:
+                (ma, ca, ka), (mb, cb, kb) = pop(), pop()
+                op = n.op
+                if op == "+" or op == "-":
+                    if ca is None or cb is None:
+                        v = (ma + mb, None, 0)
+                    else:
+                        sg = -1 if op == "-" else 1
+                        coefs = dict(ca)
+                        for k, c in cb.items():
+                            coefs[k] = coefs.get(k, 0) + sg * c
+                        v = (ma + mb, {k: c for k, c in coefs.items() if c != 0}, ka + sg * kb)
+                elif op == "*":
+                    if ca is None or cb is None or (ca and cb):
+                        v = (ma * mb, None, 0)
+                    else:
+                        if not ca:
+                            ca, ka, cb, kb = cb, kb, ca, ka
+                        v = (ma * mb, {k: c * kb for k, c in ca.items() if c * kb != 0}, ka * kb)
+                elif op == "//" or op == "%":
+                    d = n.rhs
+                    if d.__class__ is not A.Const or d.value.__class__ is not int or d.value <= 0:
+                        return False
+                    v = (ma if op == "//" else max(ma, mb), None, 0)
+                else:
+                    return False
+            elif cls is A.Neg:
+                m, c, k = pop()
+                v = (m, None if c is None else {x: -y for x, y in c.items()}, -k)
+            else:
+                return False
+            if v[0] > _I64_MAX:
+                return False
+            push(v)
+        _, coefs, const = vals[0]
+        if coefs is not None:
+            lo = hi = const
+            for var, c in coefs.items():
+                r = ranges[var]
+                if c >= 0:
+                    lo += c * r[0]
+                    hi += c * r[1]
+                else:
+                    lo += c * r[1]
+                    hi += c * r[0]
+            self._sub_iv[(id(idx), id(facts))] = (lo, hi)
+        return True
+
     def _numeric_expr(self, root: A.Expr, ctx: str, conv, facts: Facts, key):
         """Walk ``root`` (computed in context ``ctx``, converted to ``conv``) with the path
         facts of the guards. ``key`` is the subscript ``root`` is, if it is one: E026 there
         replaces the bounds proof. An overflow is reported only when it is provable: the
         interval is attained (:func:`leirc.lang.affine.attained`) and every guard on the way
-        was captured exactly (:func:`leirc.lang.affine.captures`)."""
+        was captured exactly (:func:`leirc.lang.affine.captures`).
+
+        On the way it records, for every subscript it meets, what :meth:`_may_overflow`
+        would answer there (the bounds pass reads it instead of walking again)."""
+        if key is not None and self._small_subscript(root, facts):
+            self._wide[(id(root), id(facts))] = None
+            return
         flagged: list = []  # (provable, node, interval, type, how)
         subscripts: list = []
-        skip: set[int] = set()
-        for n, T, cv, (f, exact) in typed_walk(root, ctx, conv, (facts, True), self._refine, self._types_of(root)):
+        walked: list = []  # (subscript, its facts) walked here, for _wide
+        wide: list = []  # nodes _may_overflow would name, in pre-order
+        if key is not None:
+            walked.append((root, facts))
+        skip: set[int] = set()  # inner literals of a negative literal, and small subscripts
+        small = self._small_subscript
+        for n, T, cv, (f, exact) in typed_walk(root, ctx, conv, (facts, True), self._refine, self._types_of(root),
+                                               skip=skip):
             if id(n) in skip:
                 continue
-            if isinstance(n, A.Access):
+            cls = n.__class__
+            if cls is A.Access:
                 subscripts.extend(n.indices)
+                for i in n.indices:
+                    if small(i, f):
+                        skip.add(id(i))
+                        self._wide[(id(i), id(f))] = None
+                    else:
+                        walked.append((i, f))
                 continue
-            lit = _literal_value(n)
-            if lit is not None:
-                inner = n
-                while isinstance(inner, A.Neg):
-                    inner = inner.operand
-                    skip.add(id(inner))
-                self._check_literal(n, lit, cv)
-                continue
+            if cls is A.Const or cls is A.Neg:
+                lit = _literal_value(n)
+                if lit is not None:
+                    inner = n
+                    while isinstance(inner, A.Neg):
+                        inner = inner.operand
+                        skip.add(id(inner))
+                    self._check_literal(n, lit, cv)
+                    continue
             if T is None or T == "bool" or T not in INT_RANGES or f.infeasible():
                 continue
             iv = f.grounded_interval(n)
             if iv is None:
                 continue
             for how, U in (("computes in", T), ("is converted to", cv)):
-                if U is None or (how != "computes in" and U == T) or U not in INT_RANGES or not is_signed_int(U):
+                if U is None or U not in INT_RANGES or U == "bool":
                     continue
                 lo, hi = INT_RANGES[U]
                 if iv[0] < lo or iv[1] > hi:
-                    flagged.append((exact and attained(n, f), n, iv, U, how))
+                    if not wide or wide[-1] is not n:
+                        wide.append(n)
+                    if (how == "computes in" or U != T) and is_signed_int(U):
+                        flagged.append((exact and attained(n, f), n, iv, U, how))
+        for sub, f in walked:
+            sl = self.nodes._slice(sub)
+            if sl is not None:
+                start = self.nodes._start
+                self._wide[(id(sub), id(f))] = next((n for n in wide if sl[0] <= start[id(n)] < sl[1]), None)
         if not any(x[0] for x in flagged):
             return
         # group by the innermost subscript that contains the node (None: the value itself)
@@ -625,13 +903,19 @@ class _Checker:
 
     # -- pass 4: bounds -------------------------------------------------------------
     def _bounds(self):
+        nodes = self.nodes
         for si in self.stmts:
             facts = self._facts(si.loops)
             st = si.stmt
             self._bounds_access(st.target, facts)
-            for i in st.target.indices:
-                self._bounds_expr(i, facts)
-            self._bounds_expr(st.value, facts)
+            for root in (*st.target.indices, st.value):
+                if nodes.has_guard(root):
+                    self._bounds_expr(root, facts)
+                else:
+                    # no guard refines the facts anywhere below: only the accesses matter,
+                    # taken in the order the walk would meet them
+                    for acc in nodes.accesses_last_first(root):
+                        self._bounds_access(acc, facts)
 
     def _bounds_expr(self, e: A.Expr, facts: Facts):
         # explicit stack so deep expressions cannot overflow; if_then_else refines facts
@@ -661,10 +945,17 @@ class _Checker:
         for k, (idx, n) in enumerate(zip(acc.indices, info.shape)):
             if id(idx) in self._overflowed:
                 continue  # E026 already says why this subscript has no value
-            iv = facts.interval(idx)
+            iv = self._sub_iv.get((id(idx), id(facts)))
+            if iv is None:
+                iv = facts.interval(idx)
             # the interval is computed in the integers; it is the subscript's value only if
             # no intermediate leaves the range of the type it computes in
-            wide = self._may_overflow(idx, facts) if iv is not None else None
+            wide = None
+            if iv is not None:
+                # what the literal pass found on its walk of this very subscript
+                wide = self._wide.get((id(idx), id(facts)), _UNKNOWN)
+                if wide is _UNKNOWN:
+                    wide = self._may_overflow(idx, facts)
             if wide is not None:
                 self.err("E030", f"cannot prove subscript {k + 1} of '{acc.name}' lies in [0, {n}): the intermediate "
                          f"'{_short(wide)}' may exceed the range of its integer type", idx.span,
@@ -705,11 +996,13 @@ class _Checker:
         for si in self.stmts:
             t = si.stmt.target
             if t.name in self.output_names:
-                ranges = self._facts(si.loops).ranges
+                # the nest's facts are the plain loop ranges, so their intervals are the
+                # ones of fresh facts over those ranges (and often known already)
+                facts = self._facts(si.loops)
                 box = []
                 for idx in t.indices:
-                    iv = Facts(dict(ranges)).interval(idx)
-                    box.append(iv)
+                    iv = self._sub_iv.get((id(idx), id(facts)))
+                    box.append(iv if iv is not None else facts.interval(idx))
                 written_boxes.setdefault(t.name, []).append(box)
         for p in self.k.outputs:
             if p.name not in written_boxes:

@@ -177,15 +177,27 @@ def ast_depth_diagnostic(module) -> Diagnostic | None:
 # `**`, NUMBER, INF/LATEX_FN/ALIGN (read from names by position), CNAME, COMMENT, WS, INT,
 # the operators longest first. The leading whitespace is captured with each token so
 # findall (one C loop) gives every position; trailing whitespace is the one thing it skips.
+#
+# The alternatives of ``_TOKEN`` are ordered for speed, not priority: the regex engine
+# tries them in turn at every token, and only alternatives that can start with the same
+# character compete. Those keep Lark's order (a comment before the ``%`` operator, a
+# header before a name starting with L P V U B); the others start with disjoint
+# characters (operators with symbols, names with letters, backslash words with ``\``,
+# numbers with a digit or ``.``), so the most frequent go first.
 _HEADER = (r"[LPVUB]\s*(?:\^\{\s*\d+\s*\}\s*_\{\s*[A-Za-z][A-Za-z0-9]*\s*=\s*-?\s*\d+\s*\}"
            r"|_\{\s*[A-Za-z][A-Za-z0-9]*\s*=\s*-?\s*\d+\s*\}\s*\^\{\s*\d+\s*\})")
 _BACKSLASH = (r"\\(?:kernel|right\)|dfrac|tfrac|frac|alloc|left\(|infty|(?:exp|log|ln|sqrt|max|min|abs|erf|tanh)"
               r"(?![A-Za-z])|times|cdot|wedge|land|leq|geq|neq|le|ge|ne|lt|gt|lor|vee)")
 _NUMBER = r"(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+"
 _NAME = r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*"
-_OPERATOR = r"\*\*|//|->|\^\{|_\{|<=|>=|==|!=|&&|\|\||[-+*/%<>&|()\[\]{};,:=]"
-_TOKEN = re.compile(rf"([ \t\f\r\n]*)((?<!\S)%[^\n]*|{_HEADER}|{_BACKSLASH}|{_NUMBER}|{_NAME}|{_OPERATOR}"
-                    r"|[^ \t\f\r\n])")
+#: the operators, each longest spelling first (``**`` before ``*``)
+_OPERATOR = r"[(),;{}\[\]:+]|\^\{|_\{|\*\*?|//?|->?|[<>=]=?|!=|&&?|\|\|?|%"
+#: a name that cannot start a loop header
+_PLAIN_NAME = r"[AC-KM-OQ-TW-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*"
+#: ``(?<!\S%)`` after the ``%``: a comment starts at a ``%`` with no non-space before it
+#: (a lookbehind in front would run at every token)
+_TOKEN = re.compile(rf"([ \t\f\r\n]*)(%(?<!\S%)[^\n]*|{_OPERATOR}|{_PLAIN_NAME}|{_HEADER}|{_NAME}|{_BACKSLASH}"
+                    rf"|{_NUMBER}|[^ \t\f\r\n])")
 _TRAILING_SPACE = re.compile(r"[ \t\f\r\n]*\Z")
 
 #: token text -> kind, for operators and backslash words; names, numbers, headers and

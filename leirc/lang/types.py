@@ -197,7 +197,7 @@ def _float_max(t: str) -> float:
             "f64": 1.7976931348623157e308}[t]
 
 
-def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=None, types=None):
+def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=None, types=None, skip=None):
     """Pre-order ``(node, concrete type, conversion, state)`` for every node of ``root``,
     following exactly how the interpreter and the lowering evaluate it: a node of type
     ``t`` computes in ``resolve(t, ctx)`` where ``ctx`` is the type the enclosing operation
@@ -208,8 +208,9 @@ def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=N
     ``if_then_else(c, a, b)``, which get ``refine(state, c, True)`` and
     ``refine(state, c, False)`` (the checker passes its path facts). ``types``: the
     :func:`expr_types` of a tree that contains ``root`` (types are computed bottom-up, so a
-    subtree's are the same), to type a statement once for many walks. Explicit stack:
-    expressions may be deep."""
+    subtree's are the same), to type a statement once for many walks. ``skip``: a set of
+    node ids that the caller may grow while it consumes the walk; a node in it is not
+    yielded and its subtree is not walked. Explicit stack: expressions may be deep."""
     if types is None:
         types = expr_types(root)
     get = types.get
@@ -220,8 +221,12 @@ def typed_walk(root: A.Expr, ctx: str, conv: Optional[str], state=None, refine=N
     # is inlined
     stack = [(root, ctx, conv, state)]
     pop, push = stack.pop, stack.append
+    if skip is None:
+        skip = ()
     while stack:
         n, c, cv, st = pop()
+        if id(n) in skip:
+            continue
         t = get(id(n))
         if t is None:
             T = None
