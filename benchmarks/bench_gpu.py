@@ -1,6 +1,6 @@
 """leirc -O1/-O2 on CUDA side by side with PyTorch eager on CUDA, every stdlib kernel (a benchmark, not a test).
 
-    .venv/bin/python benchmarks/bench_gpu.py [--only softmax] [--levels 1,2] [--json out.json]
+    .venv/bin/python benchmarks/bench_gpu.py [--only softmax] [--levels 1,2,2r] [--kt 16] [--json out.json]
 
 Needs a CUDA device visible to both TVM (``tvm.cuda(0).exist``) and PyTorch
 (``torch.cuda.is_available()``); without one it says so and exits with status 2, having
@@ -10,7 +10,10 @@ TVM compiles CUDA with fast math, so 1e-3 is the bar, reported not asserted), th
 leirc with TVM's ``time_evaluator`` (median of ``--repeat`` measurements of >= 20 ms),
 PyTorch with CUDA events over the same protocol. Inputs are U[0, 1) float32 (positive, so
 ``log``/``sqrt`` domains hold), the same arrays for both sides. The table is markdown:
-time per call in microseconds and the speedup of each level over eager.
+time per call in microseconds and the speedup of each level over eager. Level ``2`` is -O2
+as shipped (GEMM block tiles staged in shared memory, ``--kt`` reduction steps at a time);
+``2r`` is -O2 without the shared tiles (``GpuTiles(kt=0)``: each thread streams its operands
+from global memory into its register tile), so the two columns show what the shared tiles buy.
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ def _time_torch(fn, args, repeat: int, min_ms: float) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", action="append", default=[], help="kernels whose name contains this (repeatable)")
-    ap.add_argument("--levels", default="1,2", help="leirc levels to time (0 runs most nests on one thread: slow)")
+    ap.add_argument("--levels", default="1,2,2r",
+                    help="leirc levels to time: 0 (most nests on one thread: slow), 1, 2, 2r (-O2 without shared tiles)")
+    ap.add_argument("--kt", type=int, default=None, help="-O2 GEMM reduction steps per shared tile (default GpuTiles.kt)")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--min-ms", type=float, default=20.0)
     ap.add_argument("--json", metavar="FILE")
@@ -104,10 +109,17 @@ def main(argv=None) -> int:
 
     from leirc.lower import build
     from leirc.opt import o1, o2
+    from leirc.opt.o2_cuda import GpuTiles
 
     dev = tvm.cuda(0)
     arch = _arch()
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
+    shipped = GpuTiles() if args.kt is None else GpuTiles(kt=args.kt)
+    variants = {"2": shipped, "2r": GpuTiles(kt=0)}
+    bad = [l for l in levels if l not in ("0", "1") and l not in variants]
+    if bad:
+        print(f"bench_gpu: unknown level(s) {', '.join(bad)} (expected 0, 1, 2, 2r)", file=sys.stderr)
+        return 2
     impls = torch_impls()
     paths = sorted((REPO / "stdlib").glob("*.leir"))
     if args.only:
@@ -132,7 +144,7 @@ def main(argv=None) -> int:
             if level == "0":
                 text = src
             else:
-                opt = (o1.optimize(k, "cuda") if level == "1" else o2.optimize(k, "cuda")).kernel
+                opt = (o1.optimize(k, "cuda") if level == "1" else o2.optimize(k, "cuda", gpu=variants[level])).kernel
                 text = print_module(A.Module((opt,)), PRETTY)
             try:
                 b = build(check_text(text, path.name).results[0], "cuda", cuda_arch=arch)
@@ -157,7 +169,8 @@ def main(argv=None) -> int:
     def fmt(v):
         return "–" if v is None else (f"{v:.1f}" if v < 1000 else f"{v:.0f}")
 
-    head = "| kernel | eager µs | " + " | ".join(f"-O{l} µs | ×eager" for l in levels) + " | max rel. err |"
+    names = {"2": f"-O2 (shared, kt={shipped.kt})", "2r": "-O2 (registers only)"}
+    head = "| kernel | eager µs | " + " | ".join(f"{names.get(l, '-O' + l)} µs | ×eager" for l in levels) + " | max rel. err |"
     print(head)
     print("|" + "---|" * (2 + 2 * len(levels) + 1))
     speedups = {l: [] for l in levels}
@@ -177,7 +190,7 @@ def main(argv=None) -> int:
     for l in levels:
         if speedups[l]:
             geo = math.exp(statistics.mean(math.log(x) for x in speedups[l]))
-            print(f"\n-O{l} geomean vs eager: {geo:.2f}x over {len(speedups[l])} kernels")
+            print(f"\n{names.get(l, '-O' + l)} geomean vs eager: {geo:.2f}x over {len(speedups[l])} kernels")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "rows": rows}, indent=1))
     return 0

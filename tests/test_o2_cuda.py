@@ -142,16 +142,21 @@ def test_gemm_gets_block_and_register_tiles():
     k = stdlib("matmul_standard")  # 256 x 1024 @ 1024 x 512
     res = o2.optimize(k, "cuda")
     root = res.kernel.body[0]
-    heads = bound_chain(root)[:4]
-    assert [(h[0], h[1][:2], h[2]) for h in heads] == [("B", "by", 4), ("B", "bx", 8), ("B", "ty", 16), ("B", "tx", 16)]
-    tx = root.body[0].body[0].body[0]
-    alloc = tx.body[0]
-    assert isinstance(alloc, A.Alloc) and alloc.shape == (4, 4) and alloc.scope == "l"
-    acc = tx.body[1]
-    assert [(c[0], c[2]) for c in bound_chain(acc)] == [("L", 1024), ("U", 4), ("U", 4)]
+    assert [(h[0], h[1][:2], h[2]) for h in bound_chain(root)] == [("B", "by", 4), ("B", "bx", 8)]
+    block = root.body[0].body
+    # the block's 64x16 slices of A and 16x64 of B in shared memory, each thread's 4x4
+    # accumulator (local, indexed by the thread) initialised, then 1024/16 serial steps
+    allocs = [(a.scope, a.shape) for a in block if isinstance(a, A.Alloc)]
+    assert allocs == [("s", (64, 16)), ("s", (16, 64)), ("l", (16, 16, 4, 4))]
+    init, ko, back = block[3:]
+    assert [(c[0], c[1][:2], c[2]) for c in bound_chain(init)] == [("B", "ty", 16), ("B", "tx", 16), ("U", "i", 4), ("U", "j", 4)]
+    assert (ko.kind, ko.extent, len(ko.body)) == ("L", 64, 2)  # the loads, then the compute
+    assert [(c[0], c[2]) for c in bound_chain(ko.body[1])] == [("B", 16), ("B", 16), ("L", 16), ("U", 4), ("U", 4)]
+    assert bound_chain(back)[:2] == bound_chain(init)[:2]
     b = cuda_build(res.kernel)
     assert not b.diagnostics and host_loops(b.tir_text) == [] and launches(b.cuda_source) == 1
     assert re.search(r"float \w+\[16\];", b.cuda_source)  # the thread's 4x4 accumulator, a local array
+    assert len(re.findall(r"__shared__ [^;]*\[1024\];", b.cuda_source)) == 2 and "__syncthreads()" in b.cuda_source
     assert replay(k, res.steps) == res.kernel
 
 

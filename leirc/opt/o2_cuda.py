@@ -9,7 +9,9 @@ nest that reduces), then per top-level nest, first family that applies:
   ``j = jo*(bx*tn) + tx*tn + jj`` by ``loop_split``/``loop_reorder``, ``cache_write`` of the
   accumulator into a private ``l`` tile at the ``tx`` loop (registers, once ``ii``/``jj`` are
   unrolled), batch loops fused over ``blockIdx.z``, ``io``/``jo``/thread loops bound over
-  ``blockIdx.y/x``, ``threadIdx.y/x``. Dimensions the block tile does not divide go on.
+  ``blockIdx.y/x``, ``threadIdx.y/x``; then ``shared_memory_tiling``: each ``kt``-slice of the
+  block's operand tiles is loaded into shared memory by all threads of the block (coalesced)
+  and the thread tiles read it from there. Dimensions the block tile does not divide go on.
 * **reductions** (one reduction statement): when the outputs are few (< ``FEW_OUTPUTS``)
   or the reduction is read at unit stride while the outputs are not, one block per output
   (spatial loops over ``blockIdx``) and ``threads`` threads over the reduction (reduction
@@ -39,7 +41,7 @@ from ..lang import ast as A
 from ..lang.affine import affine
 from ..lang.checker import CheckResult
 from ..strategies import get
-from ..strategies import gpu as _gpu_strategies  # noqa: F401  (registers outer_fusion)
+from ..strategies import gpu as _gpu_strategies  # noqa: F401  (registers outer_fusion, shared_memory_tiling)
 from ..strategies.rewrite import iter_loops, iter_stmts, nest_chain, refs_at
 from .o1 import O1Result
 from .o2 import PipelineRun, gemm_like
@@ -52,13 +54,15 @@ from .o2 import PipelineRun, gemm_like
 class GpuTiles:
     """Launch shape of the CUDA pipeline: ``threads`` per block for reductions and
     element-wise nests; GEMM-like nests run ``by`` × ``bx`` threads per block, each computing
-    a ``tm`` × ``tn`` register tile (block tile ``by*tm`` × ``bx*tn``)."""
+    a ``tm`` × ``tn`` register tile (block tile ``by*tm`` × ``bx*tn``), staging ``kt`` steps of the
+    reduction of the block's operand tiles in shared memory (0: no shared tiles)."""
 
     threads: int = 256
     by: int = 16
     bx: int = 16
     tm: int = 4
     tn: int = 4
+    kt: int = 16
 
 
 #: dtypes the CUDA lowering reduces across threads (leirc.lower.tir.ALLREDUCE_DTYPES)
@@ -304,6 +308,10 @@ def _gpu_gemm(run: PipelineRun, idx: int, gt: GpuTiles) -> bool:
             ref = run.loop(idx, var, nth)
             if ref is not None:
                 run.step("loop_unrolling", loop=ref)
+    if gt.kt:
+        # every thread streamed its operands from global memory so far: stage the block's
+        # tiles in shared memory (skipped, with the reason logged, where they do not fit)
+        run.step("shared_memory_tiling", loop=_chain_refs(run.res.kernel, idx)[0][1], kt=gt.kt)
     return True
 
 
@@ -509,7 +517,7 @@ def optimize_cuda(kernel: A.Kernel, result: CheckResult, gpu: Optional[GpuTiles]
     """The CUDA -O2 pipeline (module docstring)."""
     gt = gpu or GpuTiles()
     run = PipelineRun(kernel, result)
-    run.res.log.append(f"cuda launch threads={gt.threads} gemm tile {gt.by}x{gt.bx} threads x {gt.tm}x{gt.tn}")
+    run.res.log.append(f"cuda launch threads={gt.threads} gemm tile {gt.by}x{gt.bx} threads x {gt.tm}x{gt.tn}, kt={gt.kt}")
     _gpu_fuse(run)
     for idx in range(len(run.res.kernel.body)):
         if not isinstance(run.res.kernel.body[idx], A.Loop):
