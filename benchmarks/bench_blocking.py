@@ -4,6 +4,13 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE TVM_NUM_THREADS=2 OMP_NUM_THREADS=2 \\
         .venv/bin/python benchmarks/bench_blocking.py --rounds 5
 
+``--sweep``: every stdlib kernel at -O0, -O1 and -O2 against PyTorch eager, with geomeans
+(``--old-o2 DIR`` adds the -O2 of another checkout, e.g. a ``git worktree`` of the commit before a
+pipeline change, as column ``o2_old`` in the same interleaved rounds):
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE TVM_NUM_THREADS=2 OMP_NUM_THREADS=2 \\
+        .venv/bin/python benchmarks/bench_blocking.py --sweep --rounds 3 [--old-o2 /tmp/ho_old]
+
 One run, interleaved: every variant of a kernel is built once in its own sandboxed worker
 session (as the driver runs them), then ``--rounds`` rounds time each variant in turn (a leirc
 measurement is the median of 3 timings of >= 50 ms over 3 rotating input sets; PyTorch the same
@@ -162,9 +169,179 @@ def _apply(kernel, steps):
     return kernel, applied
 
 
+_OLD_O2 = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from leirc.lang import ast as A
+from leirc.lang.checker import check_text
+from leirc.lang.printer import PRETTY, print_module
+from leirc.opt import o2
+out = {}
+for name, src in json.loads(sys.stdin.read()).items():
+    out[name] = print_module(A.Module((o2.optimize(check_text(src).results[0].kernel).kernel,)), PRETTY)
+print(json.dumps(out))
+"""
+
+
+def old_o2_texts(checkout: str, sources: dict) -> dict:
+    """-O2 programs of ``sources`` as the leirc in ``checkout`` optimizes them (in a subprocess, so
+    the two pipelines never share a module)."""
+    import subprocess
+
+    assert (Path(checkout) / "leirc" / "opt" / "o2.py").exists(), f"{checkout} is not a leirc checkout"
+    proc = subprocess.run([sys.executable, "-c", _OLD_O2, str(Path(checkout).resolve())], input=json.dumps(sources),
+                          capture_output=True, text=True, check=True, cwd=checkout)
+    return json.loads(proc.stdout)
+
+
+def _geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def sweep(args) -> int:
+    """Every stdlib kernel: -O0/-O1/-O2 (and another checkout's -O2) against PyTorch eager."""
+    threads = _threads()
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_build import torch_impls
+
+    from leirc.lang import ast as A
+    from leirc.lang.checker import check_text
+    from leirc.lang.printer import PRETTY, print_module
+    from leirc.lower.session import KernelSession
+    from leirc.opt import o1, o2
+
+    torch.set_num_threads(threads)
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    start_load = os.getloadavg()
+    log(f"threads {threads}; load average at the start {start_load}")
+    impls = torch_impls()
+    names = sorted(p.stem for p in (REPO / "stdlib").glob("*.leir"))
+    names = [n for n in names if not args.only or n in args.only]  # exact names: chunks of a sweep
+    sources = {n: (REPO / "stdlib" / f"{n}.leir").read_text(encoding="utf-8") for n in names}
+    old = old_o2_texts(args.old_o2, sources) if args.old_o2 else {}
+    rows = []
+    for name in names:
+        src = sources[name]
+        k = check_text(src).results[0].kernel
+        k1 = o1.optimize(k).kernel
+        texts = {"o0": src, "o1": print_module(A.Module((k1,)), PRETTY)}
+        r2 = o2.optimize(k)
+        texts["o2"] = print_module(A.Module((r2.kernel,)), PRETTY)
+        if name in old:
+            texts["o2_old"] = old[name]
+        if args.tiles_b:  # the same pipeline with another register tile / loop order
+            mr, nr, lanes, outer = args.tiles_b.split(",")
+            kb = o2.optimize(k, tiles=o2.Tiles(mr=int(mr), nr=int(nr), lanes=int(lanes), outer=outer)).kernel
+            texts["o2_b"] = print_module(A.Module((kb,)), PRETTY)
+        texts = {lab: t for lab, t in texts.items() if lab not in args.skip.split(",")}
+        sets_np = []
+        for s in range(3):
+            rng = np.random.default_rng(s)
+            sets_np.append([rng.random(tuple(p.shape), dtype=np.float32) for p in k.inputs])
+        sets = [{p.name: a for p, a in zip(k.inputs, s)} for s in sets_np]
+        sessions = {lab: KernelSession(t, threads=threads, timeout=600) for lab, t in texts.items()}
+        timers, notes = {}, {}
+        for lab, sess in sessions.items():
+            probe = sess.time(sets[:1], warmup=0, repeat=1, min_repeat_ms=0)
+            if not probe.ok:
+                notes[lab] = f"{probe.error_kind}: {probe.error}"[:160]
+                continue
+            if probe.median_ms > args.skip_above * 1e3:  # too slow to repeat: the one probe stands
+                notes[lab] = f"{probe.median_ms / 1e3:.1f} s per call (timed once)"
+                timers[lab] = (lambda v=probe.median_ms: v)
+                continue
+            timers[lab] = (lambda s=sess, sets=sets: s.time(sets, warmup=1, repeat=3, min_repeat_ms=50).median_ms)
+        tfn = impls.get(name)
+        if tfn is not None:
+            tsets = [[torch.from_numpy(a) for a in s] for s in sets_np]
+
+            def eager(fn=tfn, tsets=tsets):
+                with torch.no_grad():
+                    return _time_fn(lambda *x: fn(*x), tsets)
+            timers["torch"] = eager
+        samples = {lab: [] for lab in timers}
+        labels = list(timers)
+        for rnd in range(args.rounds):
+            # interleaved, one sample of every column per round, and the order rotates: a parallel
+            # kernel's thread pool keeps spinning for a while after its run and slows whichever
+            # column comes next, so no column may always follow the same one
+            for lab in labels[rnd % len(labels):] + labels[:rnd % len(labels)]:
+                samples[lab].append(timers[lab]())
+                time.sleep(args.pause)
+        for s in sessions.values():
+            s.close()
+        row = {"kernel": name, "o2_steps": len(r2.steps), "o2_is_o1": r2.kernel == k1, "notes": notes, "samples": samples,
+               "ms": {lab: statistics.median(v) for lab, v in samples.items() if v}}
+        rows.append(row)
+        log(f"{name}: {json.dumps({l: round(v, 3) for l, v in row['ms'].items()})} load {os.getloadavg()[0]:.2f}")
+    end_load = os.getloadavg()
+    if args.json:
+        Path(args.json).write_text(json.dumps({"threads": threads, "rounds": args.rounds, "load": [start_load, end_load],
+                                               "rows": rows}, indent=1))
+    print(sweep_table(rows, threads, args.rounds, [(start_load, end_load)]))
+    return 0
+
+
+def sweep_table(rows: list, threads: int, rounds: int, loads: list) -> str:
+    """The sweep's markdown table, geomeans and losers (``loads``: (start, end) load averages of each run)."""
+    old = any("o2_old" in row["ms"] for row in rows)
+    cols = ["o0", "o1", "o2"] + (["o2_old"] if old else []) + (["o2_b"] if any("o2_b" in r["ms"] for r in rows) else []) + ["torch"]
+    f = lambda v: "–" if v is None else (f"{v:.3f}" if v < 10 else f"{v:.1f}")  # noqa: E731
+    r = lambda a, b: f"{a / b:.2f}×" if a and b else "–"  # noqa: E731
+    la = "; ".join(f"{a[0]:.2f} → {b[0]:.2f}" for a, b in loads)
+    out = [f"threads {threads}; 1-min load average at the start → end of each run: {la}; "
+           f"{rounds} interleaved rounds, median over rounds", ""]
+    extra = " | -O2 vs -O2 old" if old else ""
+    out.append("| kernel | -O2 steps | " + " | ".join(f"{c} ms" for c in cols) + " | -O2 vs -O0 | -O2 vs -O1 | -O2 vs eager"
+               + extra + " |")
+    out.append("|---|--:" + "|--:" * (len(cols) + 3 + bool(old)) + "|")
+    for row in rows:
+        m = row["ms"]
+        steps = f"{row['o2_steps']}" + (" (= -O1)" if row.get("o2_is_o1") else "")
+        line = f"| {row['kernel']} | {steps} | " + " | ".join(f(m.get(c)) for c in cols)
+        line += f" | {r(m.get('o0'), m.get('o2'))} | {r(m.get('o1'), m.get('o2'))} | {r(m.get('torch'), m.get('o2'))}"
+        if old:
+            line += f" | {r(m.get('o2_old'), m.get('o2'))}"
+        out.append(line + " |")
+    out.append("")
+    for lab in [c for c in cols if c != "torch"]:
+        vs_t = _geomean([row["ms"].get("torch", 0) / row["ms"][lab] for row in rows if row["ms"].get(lab)])
+        vs_0 = _geomean([row["ms"].get("o0", 0) / row["ms"][lab] for row in rows if row["ms"].get(lab)])
+        out.append(f"geomean {lab}: vs eager {vs_t and round(vs_t, 3)}×, vs -O0 {vs_0 and round(vs_0, 3)}× "
+                   f"over {sum(1 for row in rows if row['ms'].get(lab))} kernels")
+    worse = [row["kernel"] for row in rows if row["ms"].get("o2") and any(
+        row["ms"].get(c) and row["ms"]["o2"] > row["ms"][c] for c in ("o0", "o1"))]
+    out.append(f"-O2 slower than -O0 or -O1 (median): {', '.join(worse) or 'none'}")
+    lo = lambda row, c: min(row["samples"][c]) if row["samples"].get(c) else None  # noqa: E731
+    worse = [row["kernel"] for row in rows if lo(row, "o2") and any(
+        lo(row, c) and lo(row, "o2") > lo(row, c) for c in ("o0", "o1"))]
+    out.append(f"-O2 slower than -O0 or -O1 (minimum over rounds): {', '.join(worse) or 'none'}")
+    if old:
+        ab = _geomean([lo(row, "o2_old") / lo(row, "o2") for row in rows if lo(row, "o2") and lo(row, "o2_old")])
+        out.append(f"geomean -O2 old / -O2 (minimum over rounds): {ab and round(ab, 3)}×")
+    ab = _geomean([lo(row, "o2_b") / lo(row, "o2") for row in rows if lo(row, "o2") and lo(row, "o2_b")])
+    if ab:
+        out.append(f"geomean -O2 with --tiles-b / -O2 (minimum over rounds): {ab:.3f}×")
+    for row in rows:
+        for lab, note in row["notes"].items():
+            out.append(f"{row['kernel']} {lab}: {note}")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--sweep", action="store_true", help="every stdlib kernel at -O0/-O1/-O2 against eager")
+    ap.add_argument("--old-o2", metavar="CHECKOUT", help="--sweep: also the -O2 of this leirc checkout")
+    ap.add_argument("--tiles-b", metavar="MR,NR,LANES,OUTER", help="--sweep: also -O2 with this Tiles (column o2_b)")
+    ap.add_argument("--pause", type=float, default=0.05, help="--sweep: seconds between two measurements")
+    ap.add_argument("--skip", default="", help="--sweep: columns not measured, e.g. o0,o1")
+    ap.add_argument("--skip-above", type=float, default=2.0, help="--sweep: seconds per call above which a "
+                    "variant is timed once")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="print one sweep table from these --json files")
+    ap.add_argument("--only", action="append", default=[], help="kernels whose name contains this (--sweep: exact)")
     ap.add_argument("--variant", action="append", default=[], help="only these labels (plus o2 and torch)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--show", action="store_true", help="print each variant's program")
@@ -172,6 +349,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     threads = _threads()
     os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+    if args.merge:  # one table from the JSON of several sweep runs (chunks of the stdlib)
+        runs = [json.loads(Path(f).read_text()) for f in args.merge]
+        rows = sorted((r for run in runs for r in run["rows"]), key=lambda r: r["kernel"])
+        print(sweep_table(rows, runs[0]["threads"], runs[0]["rounds"], [tuple(run["load"]) for run in runs]))
+        return 0
+    if args.sweep:
+        return sweep(args)
 
     import torch
 
