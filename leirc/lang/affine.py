@@ -63,6 +63,7 @@ def _floordiv(a: int, b: int) -> int:
 
 
 @dataclass
+
 class Facts:
     """What is known about index variables at a program point."""
 
@@ -181,18 +182,9 @@ class Facts:
             af = affine(e)
         if af is not None:
             coefs, const = af
-            lo = hi = const
-            for v, c in coefs.items():
-                r = self.ranges.get(v)
-                if r is None:
-                    return None
-                if c >= 0:
-                    lo += c * r[0]
-                    hi += c * r[1]
-                else:
-                    lo += c * r[1]
-                    hi += c * r[0]
-            iv: Optional[Interval] = (lo, hi)
+            if any(v not in self.ranges for v in coefs):
+                return None
+            iv: Optional[Interval] = affine_interval(coefs, const, self.ranges)
             if coefs and self.linear:
                 key, sign = _canon(coefs)
                 for fk, flo, fhi in self.linear:
@@ -470,3 +462,18 @@ def _attained_vars(e: A.Expr, facts: "Facts") -> Optional[frozenset]:
             return None
         seen |= vs
     return seen
+
+
+def affine_interval(coefs, const, ranges) -> "Interval":
+    """The exact range of ``const + sum(c * v)`` over ``v`` in ``ranges[v]`` (closed intervals):
+    each term contributes its low end at the variable's low end when ``c >= 0``, else at its high end."""
+    lo = hi = const
+    for v, c in coefs.items():
+        r = ranges[v]
+        if c >= 0:
+            lo += c * r[0]
+            hi += c * r[1]
+        else:
+            lo += c * r[1]
+            hi += c * r[0]
+    return (lo, hi)

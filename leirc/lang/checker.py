@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import ast as A
-from .affine import Facts, attained, captures
+from .affine import Facts, affine_interval, attained, captures
 from .diagnostics import Diagnostic, error, warning
 from .facts import CheckResult, StmtInfo, TensorInfo, accesses
 from .parser import ParseResult, parse
@@ -771,16 +771,7 @@ class _Checker:
             push(v)
         _, coefs, const = vals[0]
         if coefs is not None:
-            lo = hi = const
-            for var, c in coefs.items():
-                r = ranges[var]
-                if c >= 0:
-                    lo += c * r[0]
-                    hi += c * r[1]
-                else:
-                    lo += c * r[1]
-                    hi += c * r[0]
-            self._sub_iv[(id(idx), id(facts))] = (lo, hi)
+            self._sub_iv[(id(idx), id(facts))] = affine_interval(coefs, const, ranges)
         return True
 
     def _numeric_expr(self, root: A.Expr, ctx: str, conv, facts: Facts, key):
