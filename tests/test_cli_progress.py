@@ -64,6 +64,36 @@ def test_a_stopped_verify_leaves_no_temporary_directory(tmp_path, sig):
         assert p.returncode == 130 and "leirc: interrupted" in err, err
 
 
+# A command interrupted inside an ``exec`` of a string (as a dataclass creation during a lazy
+# import is), run as ``python -m``: CPython remembers that interrupt as unhandled and, unless
+# leirc clears it, ends the process by SIGINT (-2) after leirc printed its line and chose 130.
+INTERRUPTED_IN_EXEC = """
+import argparse, importlib, sys
+cli = importlib.import_module("leirc.cli.main")  # the module (leirc.cli.main is also the function's name)
+
+def build_parser(only=None):
+    if sys.argv[1] == "while-importing":
+        exec("raise KeyboardInterrupt")
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command")
+    sub.add_parser("boom").set_defaults(func=lambda args: exec("raise KeyboardInterrupt"))
+    return ap
+
+cli.build_parser = build_parser
+raise SystemExit(cli.main(["boom"]))
+"""
+
+
+@pytest.mark.parametrize("when", ["while-importing", "while-running"])
+def test_an_interrupt_inside_exec_still_exits_130(tmp_path, when):
+    (tmp_path / "interrupted_in_exec.py").write_text(INTERRUPTED_IN_EXEC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    p = subprocess.run([sys.executable, "-m", "interrupted_in_exec", when], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 130, (p.returncode, p.stderr)
+    assert "leirc: interrupted" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 def run_on_terminal(argv, cwd, timeout=240.0) -> str:
     """Run with stderr on a pseudo-terminal; what the terminal showed."""
     master, slave = pty.openpty()

@@ -69,7 +69,12 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    ap = build_parser(words[0] if words else None)
+    try:
+        # building the parser imports the command's module (and the language, the engine...):
+        # a Ctrl-C there is an interruption like any other, not a traceback
+        ap = build_parser(words[0] if words else None)
+    except KeyboardInterrupt:
+        return interrupted()
     args = ap.parse_args(argv)
     if not getattr(args, "func", None):
         ap.print_help()
@@ -81,8 +86,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         # partial results were printed as they came; the sessions' directories are removed
         # by their ``with`` blocks on the way out
-        print("leirc: interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     except BrokenPipeError:  # pragma: no cover - e.g. `leirc fmt x | head`
         with_devnull_stdout()
         return 0
@@ -94,6 +98,19 @@ def main(argv=None) -> int:
         at = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
         return report(args, CliError(f"internal error: {type(e).__name__}: {e}{at}; please report it", 3,
                                      kind="internal"))
+
+
+def interrupted() -> int:
+    """Report a handled Ctrl-C; the status is 130.
+
+    CPython remembers a KeyboardInterrupt that left an ``exec``/``eval`` of a string (every
+    dataclass created during an import the Ctrl-C interrupted is one) even when the program
+    caught it later, and ``python -m`` then ends by killing itself with SIGINT instead of
+    returning our status. Evaluating a string successfully clears that memory (CPython's
+    ``run_eval_code_obj`` resets it first thing)."""
+    print("leirc: interrupted", file=sys.stderr)
+    exec("pass")  # noqa: S102 - a constant string: only its side effect on the interpreter matters
+    return 130
 
 
 def report(args, e: CliError) -> int:
