@@ -314,6 +314,30 @@ def test_the_o1_pipeline_is_the_first_candidate_and_never_a_loss():
     assert res.best.ms <= first.ms  # the search keeps -O1's result unless it finds better
 
 
+def test_the_o2_pipeline_is_a_root_candidate_next_to_o1_and_in_the_final_table():
+    from leirc.opt.o1 import optimize as o1
+    from leirc.opt.o2 import optimize as o2
+
+    root = prog(MATMUL).kernel
+    assert list(o2(root).steps) != list(o1(root).steps)  # the GEMM is register-blocked at -O2 only
+    res, _ = run(algo="greedy", budget=4, proposers=("menu", "o1", "o2"))
+    # each pipeline is one candidate from the root: its whole step list is an evaluated node
+    whole = {src: next((n for n in res.nodes if n.index is not None and list(n.steps) == list(f(root).steps)), None)
+             for src, f in (("o1", o1), ("o2", o2))}
+    assert all(n is not None and n.proposal.source == src for src, n in whole.items()), whole
+    table = "\n".join(res.table())
+    assert "-O1" in table and "-O2" in table
+    assert res.best.ms <= min(n.ms for n in whole.values() if n.ok)
+
+
+def test_a_pipeline_proposer_names_its_level():
+    from leirc.search.proposers import PipelineProposer
+
+    assert PipelineProposer(level=2).name == "o2" and PipelineProposer().name == "o1"
+    with pytest.raises(ValueError):
+        PipelineProposer(level=3)
+
+
 def test_report_and_outputs_of_a_multi_step_win(tmp_path):
     from leirc.search.report import report_html, write_outputs
     from leirc.strategies import trace_from_json

@@ -39,7 +39,7 @@ from ..engine.evaluate import Evaluation
 from ..engine.program import Program
 from ..lang.printer import PRETTY
 from ..strategies import NotApplicable, Step
-from .constants import ALGORITHMS, PROPOSERS
+from .constants import ALGORITHMS, DEFAULT_PROPOSERS, PROPOSERS
 from .directions import direction_of, undoes
 from .evaluate import CONFIRM_ROUNDS, PAIR_ROUNDS, Paired
 
@@ -57,7 +57,7 @@ class SearchOptions:
     algo: str = "beam"
     budget: Optional[int] = 32  # candidate evaluations (the root's is not counted)
     time_limit: Optional[float] = None  # seconds of new evaluations
-    proposers: tuple = ("menu", "htam", "reuse", "o1")
+    proposers: tuple = DEFAULT_PROPOSERS
     seed: int = 0
     target: str = "llvm"
     threads: int = 2
@@ -251,23 +251,29 @@ class SearchResult:
         how = (f" +-{100 * sp:.2g}% (interleaved re-timing, {self.confirmation.rounds} rounds)" if sp is not None
                else "")
         lines = [f"  {'input (-O0)':14} {self.root_ms:.4g} ms"]
-        o1 = next((n for n in self.nodes if n.evaluation is not None and n.parent is not None
-                   and getattr(n.proposal, "source", None) == "o1"), None)
-        if o1 is not None and o1.ok:
-            if o1.pair is not None and o1.base is self.root:
-                lines.append(f"  {'-O1':14} {o1.pair.b_ms:.4g} ms  x{o1.pair.speedup:.3g} +-{100 * o1.pair.spread:.2g}% "
-                             "(interleaved with the input)")
-            else:
-                lines.append(f"  {'-O1':14} {o1.ms:.4g} ms  x{self.root.ms / o1.ms:.3g} (one timing"
-                             f"{'' if o1.accepted else ', not beyond the noise of the input'})")
-        elif o1 is not None:
-            lines.append(f"  {'-O1':14} failed: {o1.evaluation.error_kind}")
+        for source in ("o1", "o2"):
+            lines.extend(self._pipeline_line(source))
         if self.candidate is not None and self.best is self.root:
             lines.append(f"  {'best found':14} not confirmed against the input "
                          f"(x{self.confirmation.speedup:.3g} +-{100 * self.confirmation.spread:.2g}%): kept the input"
                          if self.confirmation is not None else f"  {'best found':14} not confirmed: kept the input")
         lines.append(f"  {'best':14} {self.best_ms:.4g} ms  x{self.speedup:.3g}{how}  ({len(self.steps)} step(s))")
         return lines
+
+    def _pipeline_line(self, source: str) -> list[str]:
+        """The table line of the fixed pipeline ``source`` (``o1``/``o2``) if it was a candidate."""
+        label = f"-O{source[1]}"
+        n = next((n for n in self.nodes if n.evaluation is not None and n.parent is not None
+                  and getattr(n.proposal, "source", None) == source), None)
+        if n is None:
+            return []
+        if not n.ok:
+            return [f"  {label:14} failed: {n.evaluation.error_kind}"]
+        if n.pair is not None and n.base is self.root:
+            return [f"  {label:14} {n.pair.b_ms:.4g} ms  x{n.pair.speedup:.3g} +-{100 * n.pair.spread:.2g}% "
+                    "(interleaved with the input)"]
+        return [f"  {label:14} {n.ms:.4g} ms  x{self.root.ms / n.ms:.3g} (one timing"
+                f"{'' if n.accepted else ', not beyond the noise of the input'})"]
 
     @property
     def steps(self) -> list:
@@ -394,8 +400,8 @@ class Search:
                 parts.append(ReuseProposer(self.memory))
             elif name == "htam":
                 parts.append(HTAMProposer(self.memory, menu, temperature=o.temperature))
-            elif name == "o1":
-                parts.append(PipelineProposer(o.target, menu))
+            elif name in ("o1", "o2"):
+                parts.append(PipelineProposer(o.target, menu, level=int(name[1])))
             elif name == "llm":
                 from .llm_proposers import build_llm_proposer
 
@@ -403,7 +409,7 @@ class Search:
             else:
                 parts.append(menu)
         # reuse first: a replay that won elsewhere is the cheapest good guess
-        parts.sort(key=lambda p: {"reuse": 0, "o1": 1, "llm": 2, "htam": 3, "menu": 4}.get(p.name, 2))
+        parts.sort(key=lambda p: {"reuse": 0, "o2": 1, "o1": 1, "llm": 2, "htam": 3, "menu": 4}.get(p.name, 2))
         self._parts = parts
         return parts[0] if len(parts) == 1 else CombinedProposer(parts)
 

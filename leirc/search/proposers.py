@@ -303,27 +303,36 @@ class ReuseProposer:
 
 
 class PipelineProposer:
-    """The fixed ``-O1`` pipeline, proposed once at the root as one multi-step candidate:
-    the search starts from the heuristic baseline's result (and keeps it only if it
-    verifies and beats the input), so it does not have to rediscover it step by step."""
+    """A fixed pipeline (``-O1`` or ``-O2``), proposed once at the root as one multi-step
+    candidate: the search starts from the heuristic baseline's result (and keeps it only if it
+    verifies and beats the input), so it does not have to rediscover it step by step; with
+    ``-O2`` in the candidates the search ends no slower than ``-O2`` wherever ``-O2`` verifies
+    and wins. ``level``: 1 or 2; the proposer's name is ``o1`` or ``o2``."""
 
-    name = "o1"
-
-    def __init__(self, target: str = "llvm", menu: Optional[MenuProposer] = None):
+    def __init__(self, target: str = "llvm", menu: Optional[MenuProposer] = None, level: int = 1):
+        if level not in (1, 2):
+            raise ValueError(f"no -O{level} pipeline")
+        self.level = level
+        self.name = f"o{level}"
         self.target = "cuda" if str(target).startswith("cuda") else "llvm"
         self.menu = menu
         self._steps: Optional[list] = None
+
+    def _pipeline(self, kernel) -> list:
+        if self.level == 2:
+            from ..opt.o2 import optimize
+        else:
+            from ..opt.o1 import optimize
+        try:
+            return list(optimize(kernel, self.target).steps)
+        except NotApplicable:
+            return []
 
     def propose(self, node, k: int, rng) -> list[Proposal]:
         if node.steps:
             return []
         if self._steps is None:
-            from ..opt.o1 import optimize
-
-            try:
-                self._steps = list(optimize(node.program.kernel, self.target).steps)
-            except NotApplicable:
-                self._steps = []
+            self._steps = self._pipeline(node.program.kernel)
         if not self._steps:
             return []
         prior, why = 1.0, ""
@@ -338,7 +347,7 @@ class PipelineProposer:
             except NotApplicable:
                 return []
         first, *rest = self._steps
-        return [Proposal(first, prior, f"the -O1 pipeline ({len(self._steps)} steps) as one candidate{why}",
+        return [Proposal(first, prior, f"the -O{self.level} pipeline ({len(self._steps)} steps) as one candidate{why}",
                          direction_of(first.name), self.name, tuple(rest))]
 
     def observe(self, node, step, evaluation) -> None:
