@@ -178,8 +178,9 @@ class EvaluationCache:
             c.close()
 
 
-class _Recorder:
-    """Wraps a session's runner to remember the first failed run's error kind."""
+class RunRecorder:
+    """Wraps a session's runner to remember the first failed run's error kind (the oracle's
+    check sees only equal/unequal; the evaluation reports why a run failed)."""
 
     def __init__(self, runner):
         self.runner = runner
@@ -343,7 +344,7 @@ class Evaluator:
                           memory_limit_mb=self.memory_limit_mb, poison_intermediates=self.poison_intermediates,
                           build_timeout=self.build_timeout, pool=self.pool)
         try:
-            rec = _Recorder(s.runner)
+            rec = RunRecorder(s.runner)
             try:
                 rep = prepared.check(rec, source_text, numerics)
             except OracleError as e:

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..engine.evaluate import UNCACHED_KINDS, Evaluation, Evaluator
+from ..engine.evaluate import UNCACHED_KINDS, Evaluation, Evaluator, RunRecorder
 from ..engine.oracles import InterpreterOracle, OracleError, pick_kernel
 from ..lang.canonical import fingerprint as kernel_fingerprint
 from ..lower.runner import TimingResult
@@ -114,26 +114,6 @@ def _from_medians(a_med, b_med, on: str) -> Paired:
         spread = 0.0
     return Paired(ratio, spread, tuple(ratios), statistics.median(a_med), statistics.median(b_med), len(ratios), on,
                   a_rounds=tuple(a_med), b_rounds=tuple(b_med))
-
-
-class _Recorder:
-    """Wraps a session's runner to remember the first failed run's error kind."""
-
-    def __init__(self, runner):
-        self.runner = runner
-        self.kind: Optional[str] = None
-        self.error: Optional[str] = None
-
-    def __call__(self, *args, **kw):
-        try:
-            r = self.runner(*args, **kw)
-        except Exception as e:  # noqa: BLE001 - verify turns it into a failure too
-            if self.kind is None:
-                self.kind, self.error = "runtime", f"{type(e).__name__}: {e}"
-            raise
-        if not r.ok and self.kind is None:
-            self.kind, self.error = r.error_kind or "runtime", r.error
-        return r
 
 
 def _text_key(text: str) -> str:
@@ -361,7 +341,7 @@ class CandidateEvaluator:
 
             keep = False
             try:
-                rec = _Recorder(s.runner)
+                rec = RunRecorder(s.runner)
                 try:
                     rep = prepared.check(rec, text, numerics)
                 except OracleError as e:
