@@ -29,6 +29,8 @@ BENCH = HERE.parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
+from peers.metaschedule import builder, target  # noqa: E402 - one MetaSchedule target and builder for both benches
+
 
 def _relu():
     from tvm import te, tirx
@@ -79,22 +81,14 @@ def prim_func(kernel: str):
     """(PrimFunc, where it came from); KeyError when no TE version exists."""
     from tvm import te
 
-    from peers.te_kernels import TE_KERNELS
+    from peers import te_kernels
 
-    if kernel in TE_KERNELS:
-        return te.create_prim_func(TE_KERNELS[kernel]()).with_attr("global_symbol", "main"), \
-            "benchmarks/peers/te_kernels.py"
+    if kernel in te_kernels.TE_KERNELS:
+        return te_kernels.prim_func(kernel), "benchmarks/peers/te_kernels.py"
     if kernel in TE_EXTRA:
         return te.create_prim_func(TE_EXTRA[kernel]()).with_attr("global_symbol", "main"), \
             "benchmarks/search_matrix/ms_tune.py"
     raise KeyError(kernel)
-
-
-def target(threads: int):
-    import tvm
-
-    cpu = tvm.target.codegen.llvm_get_system_cpu()
-    return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": threads})
 
 
 def _worker(kernel: str, work_dir: str, threads: int, per_iter: int) -> int:
@@ -104,7 +98,7 @@ def _worker(kernel: str, work_dir: str, threads: int, per_iter: int) -> int:
     func, _ = prim_func(kernel)
     ms.tune_tir(tvm.IRModule({"main": func}), target(threads), work_dir=work_dir, max_trials_global=1_000_000,
                 num_trials_per_iter=per_iter, cost_model="random", database="json", seed=0,
-                builder=ms.builder.LocalBuilder(timeout_sec=120.0),
+                builder=builder(),  # without the tensor-intrinsic import that timed every build out
                 runner=ms.runner.LocalRunner(timeout_sec=60.0, evaluator_config=ms.runner.EvaluatorConfig(
                     number=3, repeat=3, min_repeat_ms=100)))
     return 0
