@@ -187,3 +187,61 @@ def test_every_stdlib_kernel_builds_and_verifies_on_llvm(name):
     src = (STDLIB / f"{name}.leir").read_text()
     rep = verify(print_kernel(res.kernel), src, seeds=(0,), dists=("normal",), probes=())
     assert rep.equal, rep.failures
+
+
+def _calls(k: A.Kernel, func: str) -> int:
+    return sum(1 for n in A.walk(k) if isinstance(n, A.Call) and n.func == func)
+
+
+def test_a_repeated_libm_call_is_computed_once():
+    # softmax computes exp(X - Rmax) for the normalizer and again for the output: -O2 stores it once
+    k = stdlib("softmax")
+    assert _calls(k, "exp") == 2
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    assert [s.name for s in res.steps].count("common_subexpression_elimination") == 1
+    assert _calls(res.kernel, "exp") == 1
+    [e] = [n for n in A.walk(res.kernel) if isinstance(n, A.Assign) and isinstance(n.value, A.Call)
+           and n.value.func == "exp"]
+    readers = [n for n in A.walk(res.kernel) if isinstance(n, A.Access) and n.name == e.target.name]
+    assert len(readers) == 3  # its own store, the normalizer's partial sums, the output
+    # the normalizer's sum of the stored values still gets vector partial sums
+    assert "vectorized_partial_sums" in [s.name for s in res.steps]
+    assert replay(k, res.steps) == res.kernel and check_kernel(res.kernel).ok
+    # one exp only (log_softmax's output has log, not exp): nothing to share
+    res = o2.optimize(stdlib("log_softmax"))
+    assert "common_subexpression_elimination" not in [s.name for s in res.steps]
+
+
+def test_a_repeated_cheap_operand_is_not_stored():
+    # X - M occurs twice, but a subtraction is cheaper than a memory pass; exp(X) occurs once
+    src = (r"\kernel k(X:f32[64,64],M:f32[64])->(C:f32[64,64],D:f32[64,64]){"
+           r"L^{64}_{i=0}L^{64}_{j=0}[C^{f32,g}_{i,j}=(X^{f32,g}_{i,j}-M^{f32,g}_{i})*2.0;];"
+           r"L^{64}_{i=0}L^{64}_{j=0}[D^{f32,g}_{i,j}=exp(X^{f32,g}_{i,j})+(X^{f32,g}_{i,j}-M^{f32,g}_{i});];}")
+    k = parse(src).module.kernels[0]
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    assert "common_subexpression_elimination" not in [s.name for s in res.steps]
+    assert res.kernel == o1.optimize(k).kernel
+
+
+def test_a_libm_call_that_fusion_brings_into_one_body_is_not_stored():
+    # -O1 fuses the two nests; LLVM then computes exp(X) once per iteration without a copy in memory
+    src = (r"\kernel k(X:f32[64,64])->(C:f32[64,64],D:f32[64,64]){"
+           r"L^{64}_{i=0}L^{64}_{j=0}[C^{f32,g}_{i,j}=exp(X^{f32,g}_{i,j})+1.0;];"
+           r"L^{64}_{i=0}L^{64}_{j=0}[D^{f32,g}_{i,j}=exp(X^{f32,g}_{i,j})*2.0;];}")
+    k = parse(src).module.kernels[0]
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    assert "common_subexpression_elimination" not in [s.name for s in res.steps]
+    assert res.kernel == o1.optimize(k).kernel and _calls(res.kernel, "exp") == 2
+
+
+def test_a_shared_libm_call_verifies_in_the_interpreter():
+    from leirc.verify import verify
+
+    src = (r"\kernel k(X:f32[8,64])->(Y:f32[8,64]){L^{8}_{i=0}L^{64}_{j=0}[R^{f32,g}_{i}=max(R^{f32,g}_{i},X^{f32,g}_{i,j});];"
+           r"L^{8}_{i=0}L^{64}_{j=0}[S^{f32,g}_{i}=S^{f32,g}_{i}+exp(X^{f32,g}_{i,j}-R^{f32,g}_{i});];"
+           r"L^{8}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=exp(X^{f32,g}_{i,j}-R^{f32,g}_{i})/S^{f32,g}_{i};];}")
+    k = parse(src).module.kernels[0]
+    res = o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    assert _calls(res.kernel, "exp") == 1
+    rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures

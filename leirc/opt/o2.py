@@ -1,4 +1,5 @@
-"""``-O2``: register blocking for GEMM-like nests, vector partial sums for other reductions, then ``-O1``.
+"""``-O2``: repeated libm calls computed once, register blocking for GEMM-like nests, vector partial sums for
+other reductions, then ``-O1``.
 
 A fixed pipeline of ordinary, checked strategy steps (every step recorded; one that does
 not apply is skipped and logged). For each top-level nest that is **GEMM-like** — a
@@ -34,6 +35,18 @@ After unrolling and vectorization every tile element has a constant position, so
 keeps the whole tile in vector registers across the reduction loop (``mr * nr / lanes``
 accumulators, one broadcast of ``A`` and ``nr / lanes`` loads of ``B`` per step).
 
+Before any of this, a **libm call computed twice** — ``exp``, ``log``, ``erf``, ``tanh``,
+``sigmoid`` or ``pow`` of the same operands in two nests that -O1's fusion leaves apart, e.g.
+softmax's ``exp(X_{i,j} - Rmax_i)`` in the normalizer's sum and again in the output — is
+computed once into a new intermediate (``common_subexpression_elimination``, bitwise). The CPU
+build has no vector math library, so LLVM turns each vector ``exp`` into one scalar ``expf``
+call per lane (16 calls per AVX-512 vector; ``erf`` is worse: TVM cannot vectorize it and emits
+the whole loop scalar); storing and reloading the value costs a few cycles per element even from
+memory, so the second computation is the dearer one. Occurrences that end up in one fused loop
+body are left alone: LLVM computes a pure call once per iteration there, and the stored copy
+would only add a write pass. (It removes one of softmax's two exp passes, and one of sdpa's and
+matmul_gelu_softmax's; log_softmax and gelu have one exp/erf each and are unchanged.)
+
 Every other sum/max/min reduction whose innermost loop ``k`` is a reduction loop read at
 unit stride (``A_{m,k}``, ``W_{j,k}``: GEMV, a GEMM with a transposed operand, row
 reductions) and has at least ``4 * lanes`` iterations gets ``vectorized_partial_sums``
@@ -62,9 +75,9 @@ from typing import TYPE_CHECKING, Optional
 from ..lang import ast as A
 from ..lang.affine import affine
 from ..lang.checker import CheckResult, check_kernel
-from ..strategies import NotApplicable, Step
-from ..strategies.base import plan_step
-from ..strategies.rewrite import find_loop, iter_loops, iter_stmts, nest_chain
+from ..strategies import NotApplicable, Step, get
+from ..strategies.base import Context, plan_step
+from ..strategies.rewrite import find_loop, iter_loops, iter_stmts, nest_chain, tensors_read
 from . import o1
 from .o1 import O1Result
 
@@ -309,6 +322,55 @@ def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Opti
     return None
 
 
+#: intrinsics that the CPU build computes with one scalar libm call per element, in a vector loop
+#: too (LLVM has no vector library here: ``llvm.exp.v16f32`` becomes 16 ``expf`` calls); ``sqrt``
+#: and ``rsqrt`` are instructions and not in the list
+LIBM_CALLS = frozenset({"exp", "log", "erf", "tanh", "sigmoid", "pow"})
+
+
+def _fused(kernel: A.Kernel, result: CheckResult) -> A.Kernel:
+    """``kernel`` after -O1's first step, fusing nests until no ``operator_fusion`` site is left."""
+    fusion = get("operator_fusion")
+    for _ in range(64):  # each fusion removes a nest
+        sites = fusion.sites(Context(kernel, result))
+        if not sites:
+            break
+        try:
+            rw = plan_step(kernel, sites[0].first_step(), result=result)
+        except NotApplicable:
+            break
+        kernel, result = rw.kernel, rw.result
+    return kernel
+
+
+def _nests_reading(kernel: A.Kernel, tensor: str) -> int:
+    return sum(1 for item in kernel.body if tensor in tensors_read(item))
+
+
+def _share_libm_calls(run: PipelineRun) -> None:
+    """Compute each libm call that occurs twice with the same operands once (module docstring)."""
+    cse = get("common_subexpression_elimination")
+    for _ in range(16):  # each application removes at least one repeated call
+        for site in cse.sites(run.res.context()):
+            step = site.first_step()
+            try:
+                rw = plan_step(run.res.kernel, step, result=run.res.result)
+            except NotApplicable:
+                continue
+            name = rw.created["value"]
+            value = next(st.value for _, st, _ in iter_stmts(rw.kernel) if st.target.name == name)
+            # only a whole libm call: sharing a cheap operand (``X - Rmax``) would add a
+            # memory pass to save one subtraction
+            if (isinstance(value, A.Call) and value.func in LIBM_CALLS
+                    and _nests_reading(_fused(rw.kernel, rw.result), name) >= 2):
+                run.res.kernel, run.res.result = rw.kernel, rw.result
+                run.res.steps.append(rw.step)
+                run.res.log.append(f"apply {rw.step}")
+                break
+        else:
+            return
+
+
 def _partial_sums(run: PipelineRun, lanes: int) -> None:
     for _ in range(64):  # each application removes one qualifying reduction
         site = partial_sums_site(run.res.kernel, run.res.result, lanes)
@@ -341,6 +403,7 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     tiles = tiles or default_tiles(target)
     run = PipelineRun(kernel, result)
     run.res.log.append(f"register tile mr={tiles.mr} nr={tiles.nr} lanes={tiles.lanes}")
+    _share_libm_calls(run)
     idx = 0
     while idx < len(run.res.kernel.body):
         k, r = run.res.kernel, run.res.result
@@ -360,5 +423,5 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     return run.res
 
 
-__all__ = ["Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes", "optimize",
-           "partial_sums_site"]
+__all__ = ["LIBM_CALLS", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
+           "optimize", "partial_sums_site"]
