@@ -101,3 +101,60 @@ def test_o1_steps_name_loops_by_reference_not_spelling():
                 if "loop" in step.kwargs:
                     assert step.kwargs["loop"] in {ref for ref, _, _ in iter_loops(k)}, (name, target, step)
                 k = apply_step(k, step)
+
+
+def _text_kernel(src):
+    return parse(src).module.kernels[0]
+
+
+def test_o1_keeps_a_streaming_innermost_loop():
+    """Every access of the pooling window's innermost loop ``q`` is invariant in it or reads it
+    at unit stride (``Pd_{n,c,i+p,j+q}``): -O1 does not move ``j`` inside ``p, q``, which would
+    load and store ``C`` once per window element instead of keeping it in a register."""
+    res = optimize(_kernel("maxpool2d"), "llvm")
+    assert not any(s.name == "loop_reorder" for s in res.steps), res.log
+    pool = res.kernel.body[1]
+    assert [lp.var for lp in _chain(pool)] == ["n", "c", "i", "j", "p", "q"]
+    window = _text_kernel("""\\kernel w(X: f32[64, 67]) -> (C: f32[64, 64]) {
+  L^{64}_{i=0} L^{64}_{j=0} L^{4}_{q=0} [
+    C^{f32,g}_{i,j} = max(C^{f32,g}_{i,j}, X^{f32,g}_{i,j+q});
+  ];
+}""")
+    assert not any(s.name == "loop_reorder" for s in optimize(window, "llvm").steps)
+
+
+STRIDED = """\\kernel w(X: f32[64, 80], W: f32[8, 64]) -> (C: f32[64, 64]) {
+  L^{64}_{i=0} L^{64}_{j=0} L^{8}_{q=0} [
+    C^{f32,g}_{i,j} = VALUE;
+  ];
+}"""
+
+
+@pytest.mark.parametrize("value", ["C^{f32,g}_{i,j} + X^{f32,g}_{i,q}*W^{f32,g}_{q,j}",
+                                   "max(C^{f32,g}_{i,j}, X^{f32,g}_{i,j+2*q})"])
+def test_o1_still_reorders_a_strided_innermost_loop(value):
+    """The negative of the streaming rule: ``W_{q,j}`` is strided along the innermost ``q``, and
+    so is ``X_{i,j+2*q}`` (coefficient 2): ``j`` still moves innermost."""
+    res = optimize(_text_kernel(STRIDED.replace("VALUE", value)), "llvm")
+    assert any(s.name == "loop_reorder" for s in res.steps), res.log
+    assert _chain(res.kernel.body[0])[-1].var == "j"
+
+
+def _chain(item):
+    from leirc.strategies.rewrite import nest_chain
+
+    return nest_chain(item)
+
+
+def test_o1_does_not_vectorize_a_loop_that_calls_erf():
+    """TVM emits a ``V`` loop calling ``erf`` as a scalar loop: -O1 neither splits nor
+    vectorizes gelu's row loop (it is still parallel), while the same nest with ``exp`` is."""
+    res = optimize(_kernel("gelu"), "llvm")
+    assert [s.name for s in res.steps] == ["loop_parallelization"], res.log
+    assert not any(lp.kind == "V" for lp in _loops(res.kernel))
+    exp = _text_kernel("""\\kernel e(X: f32[256, 24576]) -> (Y: f32[256, 24576]) {
+  L^{256}_{i=0} L^{24576}_{j=0} [
+    Y^{f32,g}_{i,j} = 0.5*X^{f32,g}_{i,j}*(1.0 + exp(X^{f32,g}_{i,j}/sqrt(2.0)));
+  ];
+}""")
+    assert any(lp.kind == "V" for lp in _loops(optimize(exp, "llvm").kernel))
