@@ -327,6 +327,9 @@ def test_the_o2_pipeline_is_a_root_candidate_next_to_o1_and_in_the_final_table()
     assert all(n is not None and n.proposal.source == src for src, n in whole.items()), whole
     table = "\n".join(res.table())
     assert "-O1" in table and "-O2" in table
+    for src, n in whole.items():  # a pipeline whose program won says so: its time and the best's are one program's
+        line = next(x for x in res.table() if x.strip().startswith(f"-O{src[1]}"))
+        assert ("the best's program" in line) == (n.fingerprint == res.best.fingerprint), line
     assert res.best.ms <= min(n.ms for n in whole.values() if n.ok)
 
 

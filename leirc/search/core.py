@@ -269,11 +269,14 @@ class SearchResult:
             return []
         if not n.ok:
             return [f"  {label:14} failed: {n.evaluation.error_kind}"]
+        # the same program as the best is re-timed below: say so, or two times of one program
+        # read as two results
+        same = ", the best's program" if n.fingerprint == self.best.fingerprint else ""
         if n.pair is not None and n.base is self.root:
             return [f"  {label:14} {n.pair.b_ms:.4g} ms  x{n.pair.speedup:.3g} +-{100 * n.pair.spread:.2g}% "
-                    "(interleaved with the input)"]
+                    f"(interleaved with the input{same})"]
         return [f"  {label:14} {n.ms:.4g} ms  x{self.root.ms / n.ms:.3g} (one timing"
-                f"{'' if n.accepted else ', not beyond the noise of the input'})"]
+                f"{'' if n.accepted else ', not beyond the noise of the input'}{same})"]
 
     @property
     def steps(self) -> list:
