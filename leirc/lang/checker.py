@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Optional
 
 from . import ast as A
@@ -81,6 +82,14 @@ _ITEM_CHILDREN = {
 
 
 _NODE_CHILDREN = {**_ITEM_CHILDREN, **_EXPR_CHILDREN}
+#: the node list's builder: the nodes without children, and the same getters as C-level
+#: attribute getters where the children are fields (a tuple field, or a pair of nodes)
+_LEAVES = frozenset({A.Var, A.Const, A.Alloc, A.Align, A.Param})
+_CHILD_GETTERS = {
+    A.BinOp: attrgetter("lhs", "rhs"), A.Access: attrgetter("indices"), A.Call: attrgetter("args"),
+    A.Compare: attrgetter("operands"), A.Assign: attrgetter("target", "value"), A.Loop: attrgetter("body"),
+    A.Region: attrgetter("body"), A.Neg: _EXPR_CHILDREN[A.Neg], A.Kernel: _ITEM_CHILDREN[A.Kernel],
+}
 #: how deep :class:`_Nodes` recurses before it takes its explicit stack
 _RECURSION_DEPTH = 200
 
@@ -96,46 +105,69 @@ class _Nodes:
 
     def __init__(self, root):
         order: list = []
-        kids: dict[int, tuple] = {}  # id(node) -> its children, for nodes that have some
+        start: dict[int, int] = {}  # id(node) -> its position in ``order``
+        guards: list[int] = []
         try:
-            ends = self._build_recursive(root, order, kids)
+            ends = self._build_recursive(root, order, start, guards)
         except _TooDeep:  # a long operator chain: the explicit stack below has no depth limit
-            order, kids = [], {}
-            ends = self._build_iterative(root, order, kids)
+            order = []
+            ends = self._build_iterative(root, order, {})
+            start = {id(n): i for i, n in enumerate(order)}
+            guards = [i for i, n in enumerate(order) if n.__class__ is A.Call and n.func == "if_then_else"]
         self.order = order
-        self._start = {id(n): i for i, n in enumerate(order)}
+        self._start = start
         self._end = ends  # the index after the last node of each node's subtree
-        self._kids = kids
         self._access_memo: dict[int, list] = {}
         self._var_memo: dict[int, list] = {}
         # positions of the if_then_else calls, ascending: the guards that refine facts
-        self._guards = [i for i, n in enumerate(order) if n.__class__ is A.Call and n.func == "if_then_else"]
+        self._guards = guards
 
     @staticmethod
-    def _build_recursive(root, order: list, kids: dict) -> list:
-        """Pre-order into ``order``; the subtree ends. Recursion is about twice as fast as an
-        explicit stack here, so it is used up to a modest depth (raising ``_TooDeep``
-        beyond, wherever the caller's stack stands)."""
+    def _build_recursive(root, order: list, start: dict, guards: list) -> list:
+        """Pre-order into ``order`` (with each node's position in ``start`` and the
+        if_then_else positions in ``guards``); the subtree ends. Recursion is about twice
+        as fast as an explicit stack here, so it is used up to a modest depth (raising
+        ``_TooDeep`` beyond, wherever the caller's stack stands). Leaves (most nodes are
+        loop indices and literals) are appended by their parent, without a call."""
         ends: list[int] = []
-        table = _NODE_CHILDREN
+        table = _CHILD_GETTERS
+        leaves = _LEAVES
         generic = A.children
         append, open_end = order.append, ends.append
+        call = A.Call
 
         def visit(n, depth):
             i = len(order)
             append(n)
             open_end(0)
-            get = table.get(n.__class__)
+            start[id(n)] = i
+            cls = n.__class__
+            get = table.get(cls)
             ch = get(n) if get is not None else tuple(generic(n))
             if ch:
                 if depth > _RECURSION_DEPTH:
                     raise _TooDeep
-                kids[id(n)] = ch
+                if cls is call and n.func == "if_then_else":
+                    guards.append(i)
                 for c in ch:
-                    visit(c, depth + 1)
+                    if c.__class__ in leaves:
+                        j = len(order)
+                        append(c)
+                        open_end(j + 1)
+                        start[id(c)] = j
+                    else:
+                        visit(c, depth + 1)
             ends[i] = len(order)
 
-        visit(root, 0)
+        try:
+            if root.__class__ in leaves:
+                append(root)
+                open_end(1)
+                start[id(root)] = 0
+            else:
+                visit(root, 0)
+        finally:
+            del visit  # the closure refers to itself: without this every check leaves a cycle
         return ends
 
     @staticmethod
@@ -182,9 +214,11 @@ class _Nodes:
 
     def children(self, n) -> list:
         """``list(A.children(n))``."""
-        if self._slice(n) is None:
-            return list(A.children(n))
-        return list(self._kids.get(id(n), ()))
+        cls = n.__class__
+        if cls in _LEAVES:
+            return []
+        get = _CHILD_GETTERS.get(cls)
+        return list(A.children(n) if get is None else get(n))
 
     def has_guard(self, n) -> bool:
         """Does the subtree of ``n`` hold an ``if_then_else``? (True for a node that is not
@@ -480,8 +514,22 @@ class _Checker:
     def _type(self, e: A.Expr) -> Optional[str]:
         """Type of an expression; reports E022/E023 on the way. None if unknown. Every
         result is kept for the later passes' typed walks (:meth:`_types_of`)."""
-        t = self._type_uncached(e)
-        self._types[id(e)] = t
+        # loop indices and accesses subscripted by them are most of the nodes: typed here,
+        # without a call per node (the same answers as _type_uncached and _index_type)
+        cls = e.__class__
+        types = self._types
+        if cls is A.Var:
+            t = "int_lit"
+        elif cls is A.Access:
+            for i in e.indices:
+                if i.__class__ is A.Var:
+                    types[id(i)] = "int_lit"
+                else:
+                    self._index_type(i)
+            t = e.dtype
+        else:
+            t = self._type_uncached(e)
+        types[id(e)] = t
         return t
 
     def _type_uncached(self, e: A.Expr) -> Optional[str]:
@@ -1133,12 +1181,14 @@ def per_block_footprint(name: str, stmts: list[StmtInfo]) -> Optional[int]:
 # public API
 
 
+@A.collector_paused()
 @A.deep_recursion()  # type inference recurses on expressions; a long sum is deep
 def check_kernel(kernel: A.Kernel) -> CheckResult:
     """Check one kernel. Never raises on bad programs."""
     return _Checker(kernel).run()
 
 
+@A.collector_paused()
 def check_module(module: A.Module) -> list[CheckResult]:
     results = []
     seen: dict[str, A.Kernel] = {}
@@ -1168,6 +1218,7 @@ class CheckedFile:
         return self.parse.ok and all(r.ok for r in self.results)
 
 
+@A.collector_paused()
 def check_text(text: str | bytes, file: str = "<input>") -> CheckedFile:
     """Parse and check; every diagnostic carries ``file``."""
     pr = parse(text, file)

@@ -86,7 +86,7 @@ def number_literal(text: str, span, diags: list[Diagnostic]) -> A.Const:
         v = float(text)
         if math.isinf(v):
             diags.append(error("E006", f"float literal {text} overflows; write 'inf'", span))
-    return A.Const(v, span=span)
+    return _Const(v, span)
 
 
 #: spellings from other languages, for the E004 hint
@@ -135,7 +135,7 @@ def make_call(name: str, args: tuple, span, name_span, diags: list[Diagnostic]) 
         known = ", ".join(sorted(A.INTRINSICS))
         diags.append(error("E007", f"unknown function '{name}'", name_span,
                            notes=[f"intrinsics: {known}; casts: {', '.join(A.CAST_FUNCS)}"]))
-    return A.Call(name, args, span=span)
+    return _Call(name, args, span)
 
 
 def duplicate_params(params, diags: list[Diagnostic]) -> None:
@@ -231,7 +231,23 @@ _SAFE_CHAIN = 24
 _LARK_DEPTH = 40
 
 
-_Span = A.Span
+# the parser builds every node and span of a file: through the fast constructors
+_Span = A.fast_constructor(A.Span)
+_Const = A.fast_constructor(A.Const)
+_Var = A.fast_constructor(A.Var)
+_Access = A.fast_constructor(A.Access)
+_BinOp = A.fast_constructor(A.BinOp)
+_Neg = A.fast_constructor(A.Neg)
+_Compare = A.fast_constructor(A.Compare)
+_Call = A.fast_constructor(A.Call)
+_Assign = A.fast_constructor(A.Assign)
+_Align = A.fast_constructor(A.Align)
+_Loop = A.fast_constructor(A.Loop)
+_Region = A.fast_constructor(A.Region)
+_Alloc = A.fast_constructor(A.Alloc)
+_Param = A.fast_constructor(A.Param)
+_Kernel = A.fast_constructor(A.Kernel)
+_Module = A.fast_constructor(A.Module)
 _DTYPES = frozenset(A.DTYPES)
 _SCOPES = frozenset(A.SCOPES)
 _KNOWN_FUNCS = frozenset(A.INTRINSICS) | frozenset(A.CAST_FUNCS)
@@ -262,9 +278,8 @@ def tokenize(text: str):
     line_start = 0
     for ws, tok in _TOKEN.findall(text):
         if ws:
-            n = ws.count("\n")
-            if n:
-                line += n
+            if "\n" in ws:  # (most whitespace is one space: no method call for it)
+                line += ws.count("\n")
                 line_start = pos + ws.rindex("\n") + 1
             pos += len(ws)
         end = pos + len(tok)
@@ -294,8 +309,7 @@ def tokenize(text: str):
                 kind = kinds[tok] = "NUM"
             else:
                 return None
-        col = pos - line_start + 1
-        append((kind, tok, pos, end, line, col, line, col + len(tok)))
+        append((kind, tok, pos, end, line, pos - line_start + 1, line, end - line_start + 1))
         pos = end
     m = _TRAILING_SPACE.search(text, pos)
     if m is None or m.start() != pos:  # pragma: no cover - the token regex matches every character
@@ -374,13 +388,13 @@ class _Parser:
                 kernels.append(self.kernel())
             if kinds[self.i] != "EOF":
                 raise _Reject
-            return A.Module(tuple(kernels), span=self.span(0, self.i - 1))
+            return _Module(tuple(kernels), self.span(0, self.i - 1), ())
         items: list = []
         while kinds[self.i] != "EOF":
             self.item(items)
         span = self.span(0, self.i - 1) if items else None
-        k = A.Kernel("main", (), (), tuple(items), declared=False, span=span)
-        return A.Module((k,), span=span)
+        k = _Kernel("main", (), (), tuple(items), False, span, ())
+        return _Module((k,), span, ())
 
     def kernel(self) -> A.Kernel:
         i0 = self.expect("KERNEL")
@@ -399,7 +413,7 @@ class _Parser:
             self.item(items)
         self.i += 1
         duplicate_params(ins + outs, self.diags)
-        return A.Kernel(name, ins, outs, tuple(items), True, span=self.span(i0, self.i - 1))
+        return _Kernel(name, ins, outs, tuple(items), True, self.span(i0, self.i - 1), ())
 
     def params(self, close: str) -> tuple:
         if self.kinds[self.i] == close:
@@ -419,7 +433,7 @@ class _Parser:
         shape = self.shape() if self.kinds[self.i] == "[" else ()
         if dtype not in _DTYPES:  # spans only for diagnostics: most names are fine
             check_dtype(dtype, self.tok_span(it), self.diags)
-        return A.Param(name, dtype, shape, span=self.span(i0, self.i - 1))
+        return _Param(name, dtype, shape, self.span(i0, self.i - 1))
 
     def shape(self) -> tuple[int, ...]:
         self.expect("[")
@@ -462,7 +476,7 @@ class _Parser:
             if region is None:
                 out.extend(items)
             else:
-                out.append(A.Region(region, tuple(items), span=self.span(i0, self.i - 1)))
+                out.append(_Region(region, tuple(items), self.span(i0, self.i - 1), ()))
         elif kind == "ALLOC":
             out.append(self.alloc())
         else:
@@ -484,12 +498,12 @@ class _Parser:
             self.expect(",")
             offset = self.sint()
             self.expect(")")
-            node = A.Align(toks[i0][1], axis, factor, offset, span=self.span(i0, self.i - 1))
+            node = _Align(toks[i0][1], axis, factor, offset, self.span(i0, self.i - 1), ())
         else:
             target = self.access()
             self.expect("=")
             value = self.expr()
-            node = A.Assign(target, value, span=self.span(i0, self.i - 1))
+            node = _Assign(target, value, self.span(i0, self.i - 1), ())
         self.expect(";")
         return node
 
@@ -505,7 +519,7 @@ class _Parser:
         dtype, scope = self.sup()
         shape = self.shape() if self.kinds[self.i] == "[" else ()
         self.expect(";")
-        return A.Alloc(name, dtype, scope, shape, span=self.span(i0, self.i - 1))
+        return _Alloc(name, dtype, scope, shape, self.span(i0, self.i - 1), ())
 
     def nest(self) -> A.Loop:
         kinds = self.kinds
@@ -517,7 +531,7 @@ class _Parser:
         region, items = self.body()
         end = self.i - 1
         if region is not None:
-            items = [A.Region(region, tuple(items), span=self.span(last + 1, end))]
+            items = [_Region(region, tuple(items), self.span(last + 1, end), ())]
         body = tuple(items)
         toks = self.toks
         te = toks[end]
@@ -527,7 +541,7 @@ class _Parser:
             if extent > _MAX_EXTENT:
                 self.diags.append(extent_diagnostic(extent, self.tok_span(h)))
             span = _Span(th[4], th[5], te[6], te[7], th[2], te[3])
-            body = (A.Loop(kind, extent, var, start, body, span=span),)
+            body = (_Loop(kind, extent, var, start, body, span, ()),)
         self.depth -= last - first + 1
         return body[0]
 
@@ -599,7 +613,7 @@ class _Parser:
             dtype, scope = self.sup()
         else:
             raise _Reject
-        return A.Access(name, dtype, scope, indices, span=self.span(i0, self.i - 1))
+        return _Access(name, dtype, scope, indices, self.span(i0, self.i - 1))
 
     def nested_expr(self):
         d = self.depth + 1
@@ -618,7 +632,7 @@ class _Parser:
                 return number_literal(t[1], _Span(t[4], t[5], t[6], t[7], t[2], t[3]), self.diags)
             if t[1] != "inf":
                 self.i = i + 1
-                return A.Var(t[1], span=_Span(t[4], t[5], t[6], t[7], t[2], t[3]))
+                return _Var(t[1], _Span(t[4], t[5], t[6], t[7], t[2], t[3]))
         self.depth = d
         e = self.expr()
         self.depth = d - 1
@@ -651,7 +665,7 @@ class _Parser:
                     ops.append(CMP_SPELLINGS.get(t, t))
                     self.i += 1
                     operands.append(self.expr(4))
-                lhs = A.Compare(tuple(ops), tuple(operands), span=self.span(i0, self.i - 1))
+                lhs = _Compare(tuple(ops), tuple(operands), self.span(i0, self.i - 1))
                 run_prec = 3
                 continue
             t = self.toks[self.i][1]
@@ -660,7 +674,7 @@ class _Parser:
             rhs = self.expr(prec + 1)
             rs = rhs.span
             ta = self.toks[i0]
-            lhs = A.BinOp(op, lhs, rhs, span=_Span(ta[4], ta[5], rs.end_line, rs.end_col, ta[2], rs.end))
+            lhs = _BinOp(op, lhs, rhs, _Span(ta[4], ta[5], rs.end_line, rs.end_col, ta[2], rs.end))
             if prec == run_prec:
                 run += 1
             else:
@@ -685,7 +699,7 @@ class _Parser:
             self.enter()
             operand = self.unary()
             self.depth -= 1
-            return A.Neg(operand, span=self.span(i0, self.i - 1))
+            return _Neg(operand, self.span(i0, self.i - 1))
         i0 = self.i
         base = self.atom()
         if self.kinds[self.i] == "POW":
@@ -693,7 +707,7 @@ class _Parser:
             self.enter()
             rhs = self.unary()
             self.depth -= 1
-            return A.BinOp("**", base, rhs, span=self.span(i0, self.i - 1))
+            return _BinOp("**", base, rhs, self.span(i0, self.i - 1))
         return base
 
     def atom(self):
@@ -707,7 +721,7 @@ class _Parser:
             # name character follows (`inf_{i}^{f32,g}` is a tensor named inf)
             if text == "inf" and self.text[t[3]:t[3] + 1] != "_":
                 self.i = i + 1
-                return A.Const(math.inf, span=_Span(t[4], t[5], t[6], t[7], t[2], t[3]))
+                return _Const(math.inf, _Span(t[4], t[5], t[6], t[7], t[2], t[3]))
             nxt = self.kinds[i + 1]
             if nxt == "^{" or nxt == "_{":
                 return self.access()
@@ -716,7 +730,7 @@ class _Parser:
                 args = self.args(")")
                 return make_call(text, args, self.span(i, self.i - 1), self.name_span(i), self.diags)
             self.i = i + 1
-            return A.Var(text, span=_Span(t[4], t[5], t[6], t[7], t[2], t[3]))
+            return _Var(text, _Span(t[4], t[5], t[6], t[7], t[2], t[3]))
         if kind == "NUM":
             self.i = i + 1
             t = toks[i]
@@ -728,7 +742,7 @@ class _Parser:
             return e
         if kind == "INF":
             self.i = i + 1
-            return A.Const(math.inf, span=self.tok_span(i))
+            return _Const(math.inf, self.tok_span(i))
         if kind == "LATEX":
             name = toks[i][1][1:]
             if self.kinds[i + 1] == "(":
@@ -749,7 +763,7 @@ class _Parser:
             self.expect("{")
             den = self.nested_expr()
             self.expect("}")
-            return A.BinOp("/", num, den, span=self.span(i, self.i - 1))
+            return _BinOp("/", num, den, self.span(i, self.i - 1))
         if kind == "LEFT":
             self.i = i + 1
             e = self.nested_expr()

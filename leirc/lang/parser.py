@@ -497,6 +497,7 @@ def _choose_parser(parser: str | None) -> str:
     return choice
 
 
+@A.collector_paused()
 def parse(data: str | bytes, file: str = "<input>", *, parser: str | None = None) -> ParseResult:
     """Parse a LEIR file (declared kernels or a bare Step-TP body).
 
