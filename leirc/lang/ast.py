@@ -503,7 +503,22 @@ _LIMIT_LOCK = threading.Lock()
 _LIMIT_USERS = [0, 0]  # active deep_recursion scopes, the limit before the first
 
 
-class deep_recursion:
+class _Scope:
+    """A context manager that is also a decorator (the body of the decorated function runs
+    inside the scope); subclasses give ``__enter__``/``__exit__``."""
+
+    __slots__ = ()
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def scoped(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return scoped
+
+
+class deep_recursion(_Scope):
     """Room on the Python stack for a recursive pass over any tree the parser accepts (a
     context manager and a decorator).
 
@@ -534,20 +549,12 @@ class deep_recursion:
                 sys.setrecursionlimit(_LIMIT_USERS[1])
         return False
 
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def deep(*args, **kwargs):
-            with self:
-                return fn(*args, **kwargs)
-
-        return deep
-
 
 _GC_LOCK = threading.Lock()
 _GC_USERS = [0, False]  # active collector_paused scopes, whether the collector ran before the first
 
 
-class collector_paused:
+class collector_paused(_Scope):
     """Pause Python's cyclic garbage collector for one parse or check (a context manager and
     a decorator); it is restored when the last active scope ends, exceptions included, and
     left alone if it was already off.
@@ -575,14 +582,6 @@ class collector_paused:
             if _GC_USERS[0] == 0 and _GC_USERS[1]:
                 gc.enable()
         return False
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def paused(*args, **kwargs):
-            with self:
-                return fn(*args, **kwargs)
-
-        return paused
 
 
 def fast_constructor(cls):
