@@ -6,7 +6,10 @@ stride tricks that are not "NumPy as a user calls it", so their column is "–".
 
 from __future__ import annotations
 
+import functools
 
+
+@functools.cache  # built on first use: importing the module must not import its library
 def _table():
     import numpy as np
 
@@ -35,12 +38,6 @@ def _table():
     }
 
 
-_TABLE = None
-
-
 def numpy_fn(name: str):
     """The NumPy function of kernel ``name`` (None when there is none)."""
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _table()
-    return _TABLE.get(name)
+    return _table().get(name)

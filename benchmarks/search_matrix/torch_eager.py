@@ -6,7 +6,10 @@ name (torch tensors) and returns ``{output name: tensor}``."""
 
 from __future__ import annotations
 
+import functools
 
+
+@functools.cache  # built on first use: importing the module must not import its library
 def _table():
     import torch
     import torch.nn.functional as F
@@ -46,12 +49,6 @@ def _table():
     }
 
 
-_TABLE = None
-
-
 def eager(name: str):
     """The eager function of stdlib kernel ``name`` (None when there is none)."""
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _table()
-    return _TABLE.get(name)
+    return _table().get(name)
