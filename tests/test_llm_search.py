@@ -19,13 +19,20 @@ pytest.importorskip("openai")
 
 from llm_server import ScriptedLLMServer, echo_auth, ok  # noqa: E402
 
-SMALL = ("\\kernel k(A: f32[64, 32]) -> (C: f32[64, 32]) {\n  L^{64}_{i=0} L^{32}_{j=0} [\n"
-         "    C^{f32,g}_{i,j} = A^{f32,g}_{i,j}*2 + A^{f32,g}_{i,j}*3;\n  ];\n}\n")
-FOLDED = r"\kernel k(A:f32[64,32])->(C:f32[64,32]){L^{64}_{i=0}L^{32}_{j=0}[C^{f32,g}_{i,j}=A^{f32,g}_{i,j}*5;];}"
-WRONG = FOLDED.replace("*5", "*6")  # parses, checks, keeps the interface: only verification can refuse it
+# The kernel recomputes each row's sum for every j; the model's rewrite sums each row once:
+# about 100x less time, so whether the search accepts it does not hang on the timing noise
+# (a rewrite within the noise was accepted in one run and not in the other, and with it
+# went the trajectory that the offline replay must repeat).
+SMALL = ("\\kernel k(A: f32[64, 128]) -> (C: f32[64, 128]) {\n  L^{64}_{i=0} L^{128}_{j=0} [\n"
+         "    L^{128}_{k=0} [\n      S^{f32,g}_{i,j} = S^{f32,g}_{i,j} + A^{f32,g}_{i,k};\n    ];\n"
+         "    C^{f32,g}_{i,j} = A^{f32,g}_{i,j}*S^{f32,g}_{i,j};\n  ];\n}\n")
+FOLDED = (r"\kernel k(A:f32[64,128])->(C:f32[64,128]){L^{64}_{i=0}[L^{128}_{k=0}[S^{f32,g}_{i}=S^{f32,g}_{i}"
+          r"+A^{f32,g}_{i,k};];L^{128}_{j=0}[C^{f32,g}_{i,j}=A^{f32,g}_{i,j}*S^{f32,g}_{i};];];}")
+# parses, checks, keeps the interface: only verification can refuse it
+WRONG = FOLDED.replace("*S^{f32,g}_{i};", "*S^{f32,g}_{i}*2;")
 KEY = "sk-leirc-test-9f8e7d6c5b4a-DO-NOT-LEAK"
 ANSWER = json.dumps({"answers": [
-    {"leir": FOLDED, "rationale": "fold the two products"},
+    {"leir": FOLDED, "rationale": "sum each row once"},
     {"strategy": "loop_parallelization", "args": {"loop": "N0.i"}, "rationale": "two cores"},
     {"strategy": "no_such_strategy", "args": {}},
     {"strategy": "loop_split", "args": {"loop": "N0.i", "factor": 7}},
@@ -42,7 +49,10 @@ def leirc(*args, env_extra=None, cwd=None):
 
 
 def build(tmp_path, url, out, *extra):
-    return leirc("build", str(tmp_path / "k.leir"), "-O", "search", "--algo", "greedy", "--budget", "4",
+    # three evaluations are the first expansion's three applicable answers: a second
+    # expansion's prompt would carry the first's measured times, which no two runs share, so
+    # the offline replay below could not find it in the prompt cache
+    return leirc("build", str(tmp_path / "k.leir"), "-O", "search", "--algo", "greedy", "--budget", "3",
                  "--branch", "6", "--proposer", "llm", "--llm-base-url", url, "--llm-model", "coder",
                  "--llm-key-env", "LEIRC_TEST_KEY", "--llm-cache", str(tmp_path / "llm.sqlite"),
                  "--eval-cache", str(tmp_path / "eval"), "--memory", "none", "--threads", "1",
@@ -75,6 +85,8 @@ def test_search_with_the_llm_proposer_applies_good_answers_refuses_bad_ones_and_
     failed = [c for c in summary["candidates"] if c["step"] and not c["ok"]]
     assert failed and rejected.get("verify_failed", 0) == len(failed)
     assert summary["speedup"] >= 1.0 and (tmp_path / "out" / "k.Osearch.leir").exists()
+    trace = json.loads((tmp_path / "out" / "k.trace.json").read_text())
+    assert [s["strategy"] for s in trace["steps"]] == ["program_rewrite"], trace  # the good answer won
 
     # ...and nowhere else: logs, outputs, the search state, both caches
     leaks = [name for name, blob in [("stdout", first.stdout.encode()), ("stderr", first.stderr.encode()),
