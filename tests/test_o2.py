@@ -245,3 +245,56 @@ def test_a_shared_libm_call_verifies_in_the_interpreter():
     assert _calls(res.kernel, "exp") == 1
     rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
     assert rep.equal, rep.failures
+
+
+def _innermost(k: A.Kernel) -> list[A.Loop]:
+    return [n for n in A.walk(k) if isinstance(n, A.Loop) and all(isinstance(b, A.Assign) for b in n.body)]
+
+
+def test_softmax_passes_share_one_row_loop_and_every_row_pass_is_vector_code():
+    """softmax's max, exp, sum and normalisation read each row in turn: -O2 fuses their row
+    loops (one parallel nest; the row is in L2 for the later passes) and vectorizes every
+    pass over the row, the element-wise ones that -O1 leaves serial inside the fused loop too."""
+    k = stdlib("softmax")
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    names = [s.name for s in res.steps]
+    assert names.count("outer_fusion") == 3 and len(res.kernel.body) == 1 and res.kernel.body[0].kind == "P"
+    passes = [(lp.kind, lp.body[0].target.name) for lp in _innermost(res.kernel)]
+    # the max and sum partials (private lanes), the stored exp, the output: vector loops; the
+    # two 16-lane folds into Rmax and Rsum: serial
+    assert sorted(kind for kind, t in passes if t not in ("Rmax", "Rsum")) == ["V"] * 4, print_kernel(res.kernel)
+    assert sorted(t for kind, t in passes if kind == "L") == ["Rmax", "Rsum"]
+    assert replay(k, res.steps) == res.kernel and check_kernel(res.kernel).ok
+
+
+def test_rows_are_fused_only_when_a_row_fits_in_l2_and_the_second_pass_reads_the_first():
+    def kernel(cols):
+        return parse(rf"\kernel k(X:f32[8,{cols}])->(Y:f32[8,{cols}]){{"
+                     rf"L^{{8}}_{{i=0}}L^{{{cols}}}_{{j=0}}[R^{{f32,g}}_{{i}}=max(R^{{f32,g}}_{{i}},X^{{f32,g}}_{{i,j}});];"
+                     rf"L^{{8}}_{{i=0}}L^{{{cols}}}_{{j=0}}[Y^{{f32,g}}_{{i,j}}=X^{{f32,g}}_{{i,j}}-R^{{f32,g}}_{{i}};];}}"
+                     ).module.kernels[0]
+
+    def fused(k):
+        return "outer_fusion" in [s.name for s in o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8)).steps]
+
+    small = kernel(1024)  # 8 KiB of X and of Y per row
+    assert fused(small)
+    big = o2.ROW_FOOTPRINT // 8  # X and Y rows: 8 bytes per column, twice the limit
+    assert not fused(kernel(big))
+    independent = parse(r"\kernel k(X:f32[8,64])->(Y:f32[8,64],Z:f32[8,64]){"
+                        r"L^{8}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=X^{f32,g}_{i,j}*2.0;];"
+                        r"L^{8}_{i=0}L^{64}_{j=0}[Z^{f32,g}_{i,j}=X^{f32,g}_{i,j}+1.0;];}").module.kernels[0]
+    assert not fused(independent)  # nothing passes from one to the other (-O1 fuses these whole)
+
+
+def test_fused_row_passes_verify_in_the_interpreter():
+    from leirc.verify import verify
+
+    src = (r"\kernel k(X:f32[8,64])->(Y:f32[8,64]){L^{8}_{i=0}L^{64}_{j=0}[M^{f32,g}_{i}=M^{f32,g}_{i}+X^{f32,g}_{i,j};];"
+           r"L^{8}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=X^{f32,g}_{i,j}-M^{f32,g}_{i}/64.0;];}")
+    k = parse(src).module.kernels[0]
+    res = o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    assert "outer_fusion" in [s.name for s in res.steps]
+    assert any(lp.kind == "V" and lp.body[0].target.name == "Y" for lp in _innermost(res.kernel))
+    rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures

@@ -137,6 +137,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Optional
 
 import numpy as np
@@ -148,6 +149,7 @@ from ..lang.diagnostics import Diagnostic, warning
 from ..lang.types import DTYPE_BYTES, expr_type, is_float, promote, resolve
 from . import prep as P
 from ._tvm import tvm as _import_tvm
+from .libm import erf_f32, exp_f32, sigmoid_f32
 
 DTYPES = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
@@ -161,6 +163,10 @@ RESERVED_SYMBOLS = {
     "floor", "ceil", "fabs", "abs", "memcpy", "memset", "malloc", "free", "abort", "exit",
     "printf", "__tvm_main__", "__tvm_module_ctx", "default_function",
 }
+
+#: CPU: f32 transcendentals computed inline (vectorizable) instead of by scalar libm calls,
+#: see :mod:`leirc.lower.libm` (f64 and CUDA keep TVM's intrinsics)
+INLINE_LIBM = {"exp": exp_f32, "erf": erf_f32, "sigmoid": sigmoid_f32}
 
 #: unrolled code-size budget (statement copies) for ``U`` loops
 UNROLL_BUDGET = 256
@@ -1311,6 +1317,8 @@ class _ExprLowerer:
         }
         if f in fns:
             x = self.expr(e.args[0], comp)
+            if not self.low.gpu and comp != "f64" and f in INLINE_LIBM:
+                return self.unary_float(partial(INLINE_LIBM[f], tirx), comp, x)
             return self.unary_float(fns[f], comp, x)
         raise LowerFailure(f"unknown function '{f}'", e.span)
 

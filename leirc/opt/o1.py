@@ -20,11 +20,11 @@ LLVM (CPU):
 3. **parallelize** the outermost loop that carries no dependence (``loop_parallelization``);
 4. **vectorize** the innermost loop: split it by 16/8/4 (``loop_split``) and vectorize the
    inner part (``loop_vectorization``) when it is unit-stride and dependence-free — unless
-   its body calls ``erf``: TVM has no vector form for it and emits such a ``V`` loop as the
-   scalar loop (one ``erff`` call and scalar arithmetic per element, the code of the ``L``
-   loop; LLVM cannot vectorize the call either), so the split would only add a loop level and
-   the program would claim vector code that does not run. Loops calling ``exp`` and the other
-   libm functions are still vectorized (LLVM makes the call one ``expf`` per lane).
+   its body calls ``erf`` in f64: TVM has no vector form for that and emits such a ``V`` loop
+   as the scalar loop (one ``erf`` call and scalar arithmetic per element, the code of the
+   ``L`` loop), so the split would only add a loop level and the program would claim vector
+   code that does not run. In f32, ``exp``, ``erf`` and ``sigmoid`` are inline vector code
+   (:mod:`leirc.lower.libm`); the other libm functions become one scalar call per lane.
 
 CUDA: steps 1–2, then per nest bind the outermost dependence-free loop: split it by the
 largest divisor ≤ 256, bind the outer part to ``blockIdx.x`` and the inner to ``threadIdx.x``
@@ -39,6 +39,7 @@ from typing import Optional
 from ..lang import ast as A
 from ..lang.affine import affine
 from ..lang.checker import CheckResult, check_kernel
+from ..lang.types import expr_type
 from ..strategies import NotApplicable, Step, get
 from ..strategies.base import Context, Rewrite, plan_step
 from ..strategies.rewrite import find_loop, nest_chain, ref_at, refs_at
@@ -180,9 +181,10 @@ def _parallelize(res: O1Result) -> None:
             applied.append(rw)
 
 
-#: intrinsics the lowering has no vector form for: TVM's vectorizer emits a ``V`` loop that
-#: calls one of them as a scalar loop (one ``erff`` call and scalar arithmetic per element, the
-#: same code as the ``L`` loop), so a split for it only adds a loop level
+#: intrinsics the lowering has no vector form for in f64 (in f32 they are inline arithmetic,
+#: :mod:`leirc.lower.libm`): TVM's vectorizer emits a ``V`` loop that calls one of them as a
+#: scalar loop (one ``erf`` call and scalar arithmetic per element, the same code as the ``L``
+#: loop), so a split for it only adds a loop level
 _NO_VECTOR_FORM = frozenset({"erf"})
 
 
@@ -196,7 +198,8 @@ def _vectorize(res: O1Result) -> None:
         if inner.kind != "L" or inner.start != 0:
             continue
         ref = ref_at(res.kernel, _chain_paths(idx, chain)[-1])
-        scalar = sorted({n.func for n in A.walk(inner) if isinstance(n, A.Call) and n.func in _NO_VECTOR_FORM})
+        scalar = sorted({n.func for n in A.walk(inner)
+                         if isinstance(n, A.Call) and n.func in _NO_VECTOR_FORM and expr_type(n) == "f64"})
         if scalar:
             res.log.append(f"nest N{idx}: {', '.join(scalar)} has no vector form; {inner.var} stays scalar")
             continue

@@ -1,5 +1,5 @@
-"""``-O2``: repeated libm calls computed once, register blocking for GEMM-like nests, vector partial sums for
-other reductions, then ``-O1``.
+"""``-O2``: repeated libm calls computed once, passes over the same rows fused, register blocking for GEMM-like
+nests, vector partial sums for other reductions, then ``-O1`` and vector loops inside fused row loops.
 
 A fixed pipeline of ordinary, checked strategy steps (every step recorded; one that does
 not apply is skipped and logged). For each top-level nest that is **GEMM-like** — a
@@ -35,17 +35,24 @@ After unrolling and vectorization every tile element has a constant position, so
 keeps the whole tile in vector registers across the reduction loop (``mr * nr / lanes``
 accumulators, one broadcast of ``A`` and ``nr / lanes`` loads of ``B`` per step).
 
-Before any of this, a **libm call computed twice** — ``exp``, ``log``, ``erf``, ``tanh``,
-``sigmoid`` or ``pow`` of the same operands in two nests that -O1's fusion leaves apart, e.g.
-softmax's ``exp(X_{i,j} - Rmax_i)`` in the normalizer's sum and again in the output — is
-computed once into a new intermediate (``common_subexpression_elimination``, bitwise). The CPU
-build has no vector math library, so LLVM turns each vector ``exp`` into one scalar ``expf``
-call per lane (16 calls per AVX-512 vector; ``erf`` is worse: TVM cannot vectorize it and emits
-the whole loop scalar); storing and reloading the value costs a few cycles per element even from
-memory, so the second computation is the dearer one. Occurrences that end up in one fused loop
-body are left alone: LLVM computes a pure call once per iteration there, and the stored copy
-would only add a write pass. (It removes one of softmax's two exp passes, and one of sdpa's and
-matmul_gelu_softmax's; log_softmax and gelu have one exp/erf each and are unchanged.)
+Before any of this, an **expensive intrinsic computed twice** — ``exp``, ``log``, ``erf``,
+``tanh``, ``sigmoid`` or ``pow`` of the same operands in two nests that -O1's fusion leaves
+apart, e.g. softmax's ``exp(X_{i,j} - Rmax_i)`` in the normalizer's sum and again in the output
+— is computed once into a new intermediate (``common_subexpression_elimination``, bitwise).
+``log``, ``tanh`` and ``pow`` are one scalar libm call per lane on CPU (LLVM has no vector
+library here); ``exp``, ``erf`` and ``sigmoid`` are inline f64 vector code
+(:mod:`leirc.lower.libm`) that still costs more than a store and a reload (softmax: 5.5 ms with
+one exp, 6.6 ms with two). Occurrences that end up in one fused loop body are left alone: LLVM
+computes a pure expression once per iteration there, and the stored copy would only add a write
+pass. (It removes one of softmax's two exp passes, and one of sdpa's and matmul_gelu_softmax's;
+log_softmax and gelu have one exp/erf each and are unchanged.)
+
+Then **passes over the same rows share one row loop**: consecutive nests with the same
+outermost loop, where the second reads what the first wrote and one row of both (the tensors
+they access, per iteration of that loop) fits in :data:`ROW_FOOTPRINT` bytes, get
+``outer_fusion`` (softmax's max, exp, sum and output; a norm's statistics and its output). Each
+row then comes from memory once and the later passes find it in L2. GEMM-like nests are not
+fused (they are blocked below).
 
 Every other sum/max/min reduction whose innermost loop ``k`` is a reduction loop read at
 unit stride (``A_{m,k}``, ``W_{j,k}``: GEMV, a GEMM with a transposed operand, row
@@ -55,7 +62,11 @@ of the lane loop.
 
 Then :func:`leirc.opt.o1.optimize` runs on the result (fusion, reordering, parallel and
 vector loops for the other nests; on a blocked nest it only marks a nested loop parallel,
-which the lowering runs serially).
+which the lowering runs serially). -O1 vectorizes perfect chains only, so last, every innermost
+serial loop inside another loop that reads or writes at unit stride along it, has at least
+``4 * lanes`` iterations and a multiple of ``lanes``, and does not reduce along it gets
+``loop_split`` by ``lanes`` and ``loop_vectorization`` (both undone if the second is refused):
+the element-wise passes inside a fused row loop.
 
 Tile sizes are arguments (``mr``, ``nr``, ``lanes``) so a search can tune them; the
 defaults come from the target: ``lanes`` is the f32 vector width of the host CPU (16 with
@@ -69,12 +80,14 @@ CUDA has its own pipeline, :mod:`leirc.opt.o2_cuda`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from ..lang import ast as A
 from ..lang.affine import affine
 from ..lang.checker import CheckResult, check_kernel
+from ..lang.types import DTYPE_BYTES
 from ..strategies import NotApplicable, Step, get
 from ..strategies.base import Context, plan_step
 from ..strategies.rewrite import find_loop, iter_loops, iter_stmts, nest_chain, tensors_read
@@ -322,9 +335,11 @@ def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Opti
     return None
 
 
-#: intrinsics that the CPU build computes with one scalar libm call per element, in a vector loop
-#: too (LLVM has no vector library here: ``llvm.exp.v16f32`` becomes 16 ``expf`` calls); ``sqrt``
-#: and ``rsqrt`` are instructions and not in the list
+#: intrinsics that cost more than storing and reloading their value: the scalar libm calls of
+#: the CPU build (``log``, ``erf``, ``tanh``, ``pow``: LLVM has no vector library here, so
+#: ``llvm.log.v16f32`` becomes 16 ``logf`` calls) and the inline ``exp``/``sigmoid`` of
+#: :mod:`leirc.lower.libm` (about 35 f64 operations per 8 lanes; softmax at -O2: 5.5 ms
+#: computing exp once, 6.6 ms twice); ``sqrt`` and ``rsqrt`` are instructions and not in the list
 LIBM_CALLS = frozenset({"exp", "log", "erf", "tanh", "sigmoid", "pow"})
 
 
@@ -371,6 +386,90 @@ def _share_libm_calls(run: PipelineRun) -> None:
             return
 
 
+#: bytes one iteration of a shared row loop may touch for :func:`_fuse_row_passes` to fuse its
+#: passes: they then meet the row in L2 (512 KiB-2 MiB per core on current server cores)
+ROW_FOOTPRINT = 512 * 1024
+
+
+def _row_bytes(kernel: A.Kernel, result: CheckResult, items: list) -> Optional[int]:
+    """Bytes of the tensors ``items`` access in one iteration of their outermost loop, or
+    None when a tensor is accessed without that loop's index (all of it, every row)."""
+    total = 0
+    for name in sorted({n.name for it in items for n in A.walk(it) if isinstance(n, A.Access)}):
+        t = result.tensors.get(name)
+        if t is None or t.shape is None:
+            return None
+        size = DTYPE_BYTES.get(t.dtype, 4)
+        for d in t.shape:
+            size *= d
+        if t.rank == 0 or math.prod(t.shape) <= 1:
+            total += size
+            continue
+        rows = set()
+        for it in items:
+            for n in A.walk(it):
+                if isinstance(n, A.Access) and n.name == name:
+                    rows.add(bool(n.indices) and isinstance(n.indices[0], A.Var) and n.indices[0].name == it.var)
+        if rows != {True}:
+            return None
+        total += size // items[0].extent
+    return total
+
+
+def _fuse_row_passes(run: PipelineRun) -> None:
+    """``outer_fusion`` of consecutive nests that pass over the same rows, where the second
+    reads what the first wrote and one row of both fits in L2 (softmax's max, exp, sum and
+    normalisation; a norm's statistics and its output): each row is read from memory once
+    and the later passes find it in L2. GEMM-like nests are left to register blocking."""
+    idx = 0
+    while idx < len(run.res.kernel.body) - 1:
+        k, r = run.res.kernel, run.res.result
+        a, b = k.body[idx], k.body[idx + 1]
+        fused = False
+        if (isinstance(a, A.Loop) and isinstance(b, A.Loop) and a.extent == b.extent and a.start == b.start
+                and not any(gemm_like(k, r, j, unit_stride=False) for j in (idx, idx + 1))):
+            written = {st.target.name for _, st, p in iter_stmts(k) if p[0] == idx}
+            footprint = _row_bytes(k, r, [a, b])
+            if written & tensors_read(b) and footprint is not None and footprint <= ROW_FOOTPRINT:
+                fused = run.step("outer_fusion", nest=idx) is not None
+        if not fused:
+            idx += 1
+
+
+def _vectorize_inner(run: PipelineRun, lanes: int) -> None:
+    """``loop_split`` by ``lanes`` and ``loop_vectorization`` of the innermost loops that -O1
+    leaves serial inside a fused row loop (it vectorizes perfect chains only): element-wise
+    passes over a row that read and write it at unit stride."""
+    done: set = set()
+    for _ in range(64):  # each round vectorizes one loop
+        k = run.res.kernel
+        pick = None
+        for ref, lp, path in iter_loops(k):
+            if (ref in done or len(path) < 2 or lp.kind != "L" or lp.extent % lanes or lp.extent < 4 * lanes
+                    or not all(isinstance(x, A.Assign) for x in lp.body)):
+                continue
+            accesses = [n for st in lp.body for n in A.walk(st) if isinstance(n, A.Access)]
+            if any(run.res.result.info(st).kind == "reduce" and lp.var not in _target_vars(st) for st in lp.body):
+                continue  # a reduction along the loop: -O2's partial sums, not a vector loop
+            if not any(_unit_stride_last(a, lp.var) for a in accesses):
+                continue
+            pick = ref
+            break
+        if pick is None:
+            return
+        done.add(pick)
+        mark = run.res.mark()
+        split = run.step("loop_split", loop=pick, factor=lanes)
+        if split is None or run.step("loop_vectorization", loop=split.created["inner"]) is None:
+            run.res.undo(mark, f"{pick}: not vectorized")
+        else:
+            done.add(split.created["outer"])
+
+
+def _target_vars(st: A.Assign) -> set:
+    return {n.name for i in st.target.indices for n in A.walk(i) if isinstance(n, A.Var)}
+
+
 def _partial_sums(run: PipelineRun, lanes: int) -> None:
     for _ in range(64):  # each application removes one qualifying reduction
         site = partial_sums_site(run.res.kernel, run.res.result, lanes)
@@ -404,6 +503,7 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     run = PipelineRun(kernel, result)
     run.res.log.append(f"register tile mr={tiles.mr} nr={tiles.nr} lanes={tiles.lanes}")
     _share_libm_calls(run)
+    _fuse_row_passes(run)
     idx = 0
     while idx < len(run.res.kernel.body):
         k, r = run.res.kernel, run.res.result
@@ -420,6 +520,7 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     run.res.kernel, run.res.result = rest.kernel, rest.result
     run.res.steps.extend(rest.steps)
     run.res.log.extend(rest.log)
+    _vectorize_inner(run, tiles.lanes)
     return run.res
 
 

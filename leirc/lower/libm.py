@@ -1,0 +1,95 @@
+"""Transcendentals that the CPU lowering computes inline instead of calling libm.
+
+TVM lowers ``exp`` on llvm to LLVM's ``llvm.exp`` intrinsic, and LLVM has no vector library
+configured (TVM's ``cl-opt`` cannot set the enum option ``-vector-library``), so a vectorized
+loop pays one scalar ``expf`` call per lane; ``erf`` has no vector form at all (a ``V`` loop
+becomes the scalar loop). -O2 softmax ran at 0.23x PyTorch eager and gelu at 0.12x, most of
+the gap in those calls. :func:`exp_f32` and :func:`erf_f32` are pure arithmetic, so TVM's
+vectorizer (``V`` loops) and LLVM's loop vectorizer turn them into vector code. Measured on 4M
+elements, inputs in [-20, 5] (exp) and [-3, 3] (erf), AVX-512: exp 4.5x faster than the libm
+calls at 2 threads (9.8x when a tenth of the results are subnormal), erf 11x at one thread.
+
+Its numerics are libm's or better: the f32 argument is widened to f64, reduced by Cody-Waite
+(``x = k ln2 + r``, ``|r| <= ln2/2``, the high part of ln2 has 21 significant bits so
+``k * LN2_HI`` and the subtraction are exact), ``e^r`` is a degree-13 Taylor polynomial
+(remainder ``< 0.347^14 / 14! ~ 4e-18``) and ``2^k`` is built from its exponent bits. The f64
+result is within ~1e-15 relative of ``e^x``, so its rounding to f32 is the correctly rounded
+``expf(x)`` except when ``e^x`` lies within that distance of a rounding midpoint (then at most
+half an ulp plus 1e-15). Overflow (``x > 88.72...`` to ``inf``), underflow to subnormals and
+zero, ``+-inf`` and NaN follow IEEE: the clamp to [-200, 200] keeps ``k`` a valid f64 exponent
+and still overflows/underflows in the final conversion. ``tests/test_lower_libm.py`` checks
+it against f64 ``exp`` rounded to f32 on millions of inputs (0 ulp apart on all of them) and
+against glibc's ``expf``. :func:`erf_f32` evaluates two f64 polynomials (below and above
+|x| = 1) within ~1e-13 of erf, so it is also correctly rounded but for near-midpoint cases; the
+test allows 1 ulp and finds more than 99.99% exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: ln 2 with its low 32 bits cleared (21 significant bits): ``k * LN2_HI`` is exact for |k| < 2^31
+LN2_HI = 0.693147180369123816490173339843750
+LN2_LO = math.log(2.0) - LN2_HI
+#: |x| clamp in f64: e^200 overflows f32 and e^-200 underflows it, and k stays within f64's exponent range
+CLAMP = 200.0
+TAYLOR_DEGREE = 13
+
+#: erf(t) = t * P(2 t^2 - 1) for |t| < 1 and erf(t) = Q((2 t - 5) / 3) for 1 <= t <= 4: monomial
+#: coefficients of Chebyshev interpolants (numpy ``chebfit`` of mpmath's erf at 2000 Chebyshev
+#: nodes, ``cheb2poly``; degrees 9 and 22). On a 20,001-point grid against mpmath: 2.1e-14
+#: relative error below 1, 7.4e-14 absolute on [1, 4]. Past 4, erf rounds to +-1 in f32.
+ERF_SMALL = (
+    0.9654687386698855, -0.14053608902272136, 0.01985249668808311, -0.002285485561060075,
+    0.00021751716323634783, -1.753716990793566e-05, 1.2233626094735958e-06, -7.511463366513152e-08,
+    4.138781355991913e-09, -2.045754477653603e-10,
+)
+ERF_LARGE = (
+    0.9995930479825608, 0.003267426347180774, -0.012252848797330993, 0.028181552083938147,
+    -0.04365077375712515, 0.04645361682683836, -0.031876553431599675, 0.009267538045385717,
+    0.006680706221940396, -0.009621498629844953, 0.004543994474409737, 0.0004430484573193525,
+    -0.0018265004727905413, 0.0009163829852639469, 5.211460849732898e-05, -0.0002868278542374435,
+    0.00011915647632454157, 2.472959196704935e-05, -3.678114220000541e-05, 4.70570980540423e-06,
+    5.118159044428506e-06, -1.0777471698549667e-06, -2.915554974211716e-07,
+)
+
+
+def exp_f32(tirx, x):
+    """``e^x`` of a float32 TIR expression: f64 arithmetic (no call) that TVM can vectorize."""
+    f64, i64 = "float64", "int64"
+    xd = tirx.Cast(f64, x)
+    xc = tirx.min(tirx.max(xd, tirx.const(-CLAMP, f64)), tirx.const(CLAMP, f64))
+    k = tirx.floor(xc * tirx.const(1.0 / math.log(2.0), f64) + tirx.const(0.5, f64))
+    r = (xc - k * tirx.const(LN2_HI, f64)) - k * tirx.const(LN2_LO, f64)
+    p = _horner(tirx, [1.0 / math.factorial(n) for n in range(TAYLOR_DEGREE + 1)], r, f64)
+    two_k = tirx.reinterpret(f64, (tirx.Cast(i64, k) + tirx.const(1023, i64)) << tirx.const(52, i64))
+    # max/min drop a NaN operand (LLVM's maxnum), so a NaN input is passed through explicitly
+    return tirx.Select(tirx.isnan(x), x, tirx.Cast("float32", p * two_k))
+
+
+def _horner(tirx, coefs, s, dtype):
+    p = tirx.const(coefs[-1], dtype)
+    for c in reversed(coefs[:-1]):
+        p = p * s + tirx.const(c, dtype)
+    return p
+
+
+def erf_f32(tirx, x):
+    """``erf(x)`` of a float32 TIR expression: f64 polynomials (no call; TVM has no vector
+    erf, and its scalar ``erff`` kept -O2 gelu at 0.12x PyTorch eager)."""
+    f64 = "float64"
+    xd = tirx.Cast(f64, x)
+    t = tirx.abs(xd)
+    one = tirx.const(1.0, f64)
+    small = xd * _horner(tirx, ERF_SMALL, tirx.const(2.0, f64) * xd * xd - one, f64)  # odd: keeps -0.0
+    tl = tirx.min(t, tirx.const(4.0, f64))
+    large = _horner(tirx, ERF_LARGE, tl * tirx.const(2.0 / 3.0, f64) - tirx.const(5.0 / 3.0, f64), f64)
+    large = tirx.Select(xd < tirx.const(0.0, f64), -large, large)
+    res = tirx.Cast("float32", tirx.Select(t < one, small, large))
+    return tirx.Select(tirx.isnan(x), x, res)
+
+
+def sigmoid_f32(tirx, x):
+    """``1 / (1 + e^-x)`` with :func:`exp_f32` (TVM's own sigmoid calls ``expf``)."""
+    one = tirx.const(1.0, "float32")
+    return one / (one + exp_f32(tirx, -x))
