@@ -269,9 +269,9 @@ def test_softmax_passes_share_one_row_loop_and_every_row_pass_is_vector_code():
 
 def test_rows_are_fused_only_when_a_row_fits_in_l2_and_the_second_pass_reads_the_first():
     def kernel(cols):
-        return parse(rf"\kernel k(X:f32[8,{cols}])->(Y:f32[8,{cols}]){{"
-                     rf"L^{{8}}_{{i=0}}L^{{{cols}}}_{{j=0}}[R^{{f32,g}}_{{i}}=max(R^{{f32,g}}_{{i}},X^{{f32,g}}_{{i,j}});];"
-                     rf"L^{{8}}_{{i=0}}L^{{{cols}}}_{{j=0}}[Y^{{f32,g}}_{{i,j}}=X^{{f32,g}}_{{i,j}}-R^{{f32,g}}_{{i}};];}}"
+        return parse(rf"\kernel k(X:f32[16,{cols}])->(Y:f32[16,{cols}]){{"
+                     rf"L^{{16}}_{{i=0}}L^{{{cols}}}_{{j=0}}[R^{{f32,g}}_{{i}}=max(R^{{f32,g}}_{{i}},X^{{f32,g}}_{{i,j}});];"
+                     rf"L^{{16}}_{{i=0}}L^{{{cols}}}_{{j=0}}[Y^{{f32,g}}_{{i,j}}=X^{{f32,g}}_{{i,j}}-R^{{f32,g}}_{{i}};];}}"
                      ).module.kernels[0]
 
     def fused(k):
@@ -281,17 +281,29 @@ def test_rows_are_fused_only_when_a_row_fits_in_l2_and_the_second_pass_reads_the
     assert fused(small)
     big = o2.ROW_FOOTPRINT // 8  # X and Y rows: 8 bytes per column, twice the limit
     assert not fused(kernel(big))
-    independent = parse(r"\kernel k(X:f32[8,64])->(Y:f32[8,64],Z:f32[8,64]){"
-                        r"L^{8}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=X^{f32,g}_{i,j}*2.0;];"
-                        r"L^{8}_{i=0}L^{64}_{j=0}[Z^{f32,g}_{i,j}=X^{f32,g}_{i,j}+1.0;];}").module.kernels[0]
+    independent = parse(r"\kernel k(X:f32[16,64])->(Y:f32[16,64],Z:f32[16,64]){"
+                        r"L^{16}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=X^{f32,g}_{i,j}*2.0;];"
+                        r"L^{16}_{i=0}L^{64}_{j=0}[Z^{f32,g}_{i,j}=X^{f32,g}_{i,j}+1.0;];}").module.kernels[0]
     assert not fused(independent)  # nothing passes from one to the other (-O1 fuses these whole)
+    # hinge loss: a per-row partial sum, then its sum over the rows into a scalar; fusing the two
+    # would make the row loop serial
+    scalar = parse(r"\kernel k(X:f32[16,64])->(Y:f32[]){"
+                   r"L^{16}_{i=0}L^{64}_{j=0}[P^{f32,g}_{i}=P^{f32,g}_{i}+max(1-X^{f32,g}_{i,j},0);];"
+                   r"L^{16}_{i=0}[S^{f32,g}=S^{f32,g}+P^{f32,g}_{i};];Y^{f32,g}=S^{f32,g}/1024.0;}").module.kernels[0]
+    assert check_kernel(scalar).ok and not fused(scalar)
+    # two element-wise passes: -O1's operator_fusion makes them one loop body, row fusion stays out
+    chain = parse(r"\kernel k(X:f32[16,64])->(Y:f32[16,64]){"
+                  r"L^{16}_{i=0}L^{64}_{j=0}[T^{f32,g}_{i,j}=X^{f32,g}_{i,j}*2.0;];"
+                  r"L^{16}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=T^{f32,g}_{i,j}+1.0;];}").module.kernels[0]
+    res = o2.optimize(chain, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    assert "outer_fusion" not in [s.name for s in res.steps] and len(res.kernel.body) == 1
 
 
 def test_fused_row_passes_verify_in_the_interpreter():
     from leirc.verify import verify
 
-    src = (r"\kernel k(X:f32[8,64])->(Y:f32[8,64]){L^{8}_{i=0}L^{64}_{j=0}[M^{f32,g}_{i}=M^{f32,g}_{i}+X^{f32,g}_{i,j};];"
-           r"L^{8}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=X^{f32,g}_{i,j}-M^{f32,g}_{i}/64.0;];}")
+    src = (r"\kernel k(X:f32[16,64])->(Y:f32[16,64]){L^{16}_{i=0}L^{64}_{j=0}[M^{f32,g}_{i}=M^{f32,g}_{i}+X^{f32,g}_{i,j};];"
+           r"L^{16}_{i=0}L^{64}_{j=0}[Y^{f32,g}_{i,j}=X^{f32,g}_{i,j}-M^{f32,g}_{i}/64.0;];}")
     k = parse(src).module.kernels[0]
     res = o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
     assert "outer_fusion" in [s.name for s in res.steps]

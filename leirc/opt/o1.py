@@ -188,6 +188,12 @@ def _parallelize(res: O1Result) -> None:
 _NO_VECTOR_FORM = frozenset({"erf"})
 
 
+def scalar_only_calls(loop: A.Loop) -> list[str]:
+    """The intrinsics in ``loop`` that a ``V`` loop would still run as scalar code."""
+    return sorted({n.func for n in A.walk(loop)
+                   if isinstance(n, A.Call) and n.func in _NO_VECTOR_FORM and expr_type(n) == "f64"})
+
+
 def _vectorize(res: O1Result) -> None:
     for idx in range(len(res.kernel.body)):
         item = res.kernel.body[idx]
@@ -198,8 +204,7 @@ def _vectorize(res: O1Result) -> None:
         if inner.kind != "L" or inner.start != 0:
             continue
         ref = ref_at(res.kernel, _chain_paths(idx, chain)[-1])
-        scalar = sorted({n.func for n in A.walk(inner)
-                         if isinstance(n, A.Call) and n.func in _NO_VECTOR_FORM and expr_type(n) == "f64"})
+        scalar = scalar_only_calls(inner)
         if scalar:
             res.log.append(f"nest N{idx}: {', '.join(scalar)} has no vector form; {inner.var} stays scalar")
             continue

@@ -48,11 +48,15 @@ pass. (It removes one of softmax's two exp passes, and one of sdpa's and matmul_
 log_softmax and gelu have one exp/erf each and are unchanged.)
 
 Then **passes over the same rows share one row loop**: consecutive nests with the same
-outermost loop, where the second reads what the first wrote and one row of both (the tensors
+outermost loop of at least :data:`MIN_ROWS` iterations around statements or single loops (a row
+pass), where the second reads what the first wrote and one row of both (the tensors
 they access, per iteration of that loop) fits in :data:`ROW_FOOTPRINT` bytes, get
 ``outer_fusion`` (softmax's max, exp, sum and output; a norm's statistics and its output). Each
-row then comes from memory once and the later passes find it in L2. GEMM-like nests are not
-fused (they are blocked below).
+row then comes from memory once and the later passes find it in L2. Not fused: GEMM-like nests
+(they are blocked below), element-wise neighbours that -O1's ``operator_fusion`` merges into one
+loop body (better than two passes), and nests with a statement that does not write its own row
+(``S = S + P_i`` over the rows would make the fused row loop serial; hinge loss at -O2 ran 3.7x
+slower than -O1 that way).
 
 Every other sum/max/min reduction whose innermost loop ``k`` is a reduction loop read at
 unit stride (``A_{m,k}``, ``W_{j,k}``: GEMV, a GEMM with a transposed operand, row
@@ -63,8 +67,9 @@ of the lane loop.
 Then :func:`leirc.opt.o1.optimize` runs on the result (fusion, reordering, parallel and
 vector loops for the other nests; on a blocked nest it only marks a nested loop parallel,
 which the lowering runs serially). -O1 vectorizes perfect chains only, so last, every innermost
-serial loop inside another loop that reads or writes at unit stride along it, has at least
-``4 * lanes`` iterations and a multiple of ``lanes``, and does not reduce along it gets
+serial loop of a nest that is not a perfect chain, that reads or writes at unit stride along
+it, has at least ``4 * lanes`` iterations and a multiple of ``lanes``, does not reduce along it
+and calls nothing without a vector form (:func:`leirc.opt.o1.scalar_only_calls`) gets
 ``loop_split`` by ``lanes`` and ``loop_vectorization`` (both undone if the second is refused):
 the element-wise passes inside a fused row loop.
 
@@ -389,6 +394,8 @@ def _share_libm_calls(run: PipelineRun) -> None:
 #: bytes one iteration of a shared row loop may touch for :func:`_fuse_row_passes` to fuse its
 #: passes: they then meet the row in L2 (512 KiB-2 MiB per core on current server cores)
 ROW_FOOTPRINT = 512 * 1024
+#: rows a fused row loop needs: its iterations are the parallel work
+MIN_ROWS = 16
 
 
 def _row_bytes(kernel: A.Kernel, result: CheckResult, items: list) -> Optional[int]:
@@ -426,7 +433,12 @@ def _fuse_row_passes(run: PipelineRun) -> None:
         k, r = run.res.kernel, run.res.result
         a, b = k.body[idx], k.body[idx + 1]
         fused = False
+        # -O1 fuses element-wise neighbours into one loop body, which beats two passes in one
+        # row loop; a pair -O1 can fuse is left to it
+        elementwise = {s.fixed["nest"] for s in get("operator_fusion").sites(run.res.context())}
         if (isinstance(a, A.Loop) and isinstance(b, A.Loop) and a.extent == b.extent and a.start == b.start
+                and a.extent >= MIN_ROWS and _row_pass(a) and _row_pass(b)
+                and idx not in elementwise and _row_local(k, idx) and _row_local(k, idx + 1)
                 and not any(gemm_like(k, r, j, unit_stride=False) for j in (idx, idx + 1))):
             written = {st.target.name for _, st, p in iter_stmts(k) if p[0] == idx}
             footprint = _row_bytes(k, r, [a, b])
@@ -434,6 +446,23 @@ def _fuse_row_passes(run: PipelineRun) -> None:
                 fused = run.step("outer_fusion", nest=idx) is not None
         if not fused:
             idx += 1
+
+
+def _row_pass(nest: A.Loop) -> bool:
+    """A pass over one row: the row loop around statements and loops that hold statements only
+    (softmax's ``L_i L_j [...]``). Deeper nests keep -O1's reordering, parallel and vector
+    choices: on a batch loop of 2 or 4 (maxpool3d, a 4-d rmsnorm) row fusion took them away
+    (1.5-1.7x slower)."""
+    return all(isinstance(x, A.Assign) or (isinstance(x, A.Loop) and all(isinstance(y, A.Assign) for y in x.body))
+               for x in nest.body)
+
+
+def _row_local(kernel: A.Kernel, idx: int) -> bool:
+    """Every statement of nest ``idx`` writes elements of its outermost loop's row: the fused
+    row loop stays parallel (a sum over the rows into one scalar would serialize it)."""
+    row = kernel.body[idx].var
+    return all(any(isinstance(n, A.Var) and n.name == row for i in st.target.indices for n in A.walk(i))
+               for _, st, p in iter_stmts(kernel) if p[0] == idx)
 
 
 def _vectorize_inner(run: PipelineRun, lanes: int) -> None:
@@ -446,8 +475,10 @@ def _vectorize_inner(run: PipelineRun, lanes: int) -> None:
         pick = None
         for ref, lp, path in iter_loops(k):
             if (ref in done or len(path) < 2 or lp.kind != "L" or lp.extent % lanes or lp.extent < 4 * lanes
-                    or not all(isinstance(x, A.Assign) for x in lp.body)):
+                    or not all(isinstance(x, A.Assign) for x in lp.body) or o1.scalar_only_calls(lp)):
                 continue
+            if any(c is lp for c in nest_chain(k.body[path[0]])):
+                continue  # the innermost loop of a perfect chain: -O1 decided about it
             accesses = [n for st in lp.body for n in A.walk(st) if isinstance(n, A.Access)]
             if any(run.res.result.info(st).kind == "reduce" and lp.var not in _target_vars(st) for st in lp.body):
                 continue  # a reduction along the loop: -O2's partial sums, not a vector loop
