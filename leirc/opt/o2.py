@@ -433,19 +433,23 @@ def _fuse_row_passes(run: PipelineRun) -> None:
         k, r = run.res.kernel, run.res.result
         a, b = k.body[idx], k.body[idx + 1]
         fused = False
-        # -O1 fuses element-wise neighbours into one loop body, which beats two passes in one
-        # row loop; a pair -O1 can fuse is left to it
-        elementwise = {s.fixed["nest"] for s in get("operator_fusion").sites(run.res.context())}
         if (isinstance(a, A.Loop) and isinstance(b, A.Loop) and a.extent == b.extent and a.start == b.start
                 and a.extent >= MIN_ROWS and _row_pass(a) and _row_pass(b)
-                and idx not in elementwise and _row_local(k, idx) and _row_local(k, idx + 1)
-                and not any(gemm_like(k, r, j, unit_stride=False) for j in (idx, idx + 1))):
+                and _row_local(k, idx) and _row_local(k, idx + 1)
+                and not any(gemm_like(k, r, j, unit_stride=False) for j in (idx, idx + 1))
+                and not _elementwise_pair(run, idx)):
             written = {st.target.name for _, st, p in iter_stmts(k) if p[0] == idx}
             footprint = _row_bytes(k, r, [a, b])
             if written & tensors_read(b) and footprint is not None and footprint <= ROW_FOOTPRINT:
                 fused = run.step("outer_fusion", nest=idx) is not None
         if not fused:
             idx += 1
+
+
+def _elementwise_pair(run: PipelineRun, idx: int) -> bool:
+    """-O1 fuses nests ``idx`` and ``idx + 1`` into one loop body (better than two passes in
+    one row loop): row fusion leaves the pair to it."""
+    return any(s.fixed["nest"] == idx for s in get("operator_fusion").sites(run.res.context()))
 
 
 def _row_pass(nest: A.Loop) -> bool:
