@@ -385,7 +385,11 @@ def test_a_search_applies_good_answers_and_replays_offline_from_the_cache(tmp_pa
     again = run(LLMConfig(base_url="http://127.0.0.1:9/v1", models=("m",), cache=cache, offline=True))
     assert again.proposer_stats["llm"]["cached_calls"] == again.proposer_stats["llm"]["calls"] == s["calls"]
     assert [x["step"] for x in again.to_json()["candidates"]] == [x["step"] for x in first.to_json()["candidates"]]
-    assert again.best.fingerprint == first.best.fingerprint
+    # The replay proposes and builds the same programs; which of them is fastest is a
+    # measurement (a 64x32 kernel, timed under CI's load), so only the trajectory is compared.
+    evaluated = lambda r: [n.fingerprint for n in r.nodes if n.evaluation is not None]  # noqa: E731
+    assert evaluated(again) == evaluated(first)
+    assert again.best.fingerprint in evaluated(first) and again.best.ok
 
 
 def test_a_refused_step_is_named_in_the_next_prompt_at_that_node(llm_server, root):
