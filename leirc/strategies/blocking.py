@@ -16,6 +16,7 @@ take two copies and two hoisted nests. ``pack_input`` is that layout in one copy
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from ..analysis.deps import EQ, direction_vectors, privatized
 from ..lang import ast as A
@@ -392,6 +393,174 @@ class PackInput(Strategy):
                        moved=carried(hot, (spath[0],), (spath[0] + 1,)))
 
 
+def _and_terms(cond: A.Expr) -> Optional[list[tuple[A.Expr, str, A.Expr]]]:
+    """``cond`` as a list of ``(lhs, op, rhs)`` comparisons that all hold, or None if it is
+    not a conjunction (``&``) of comparison chains."""
+    if isinstance(cond, A.BinOp) and cond.op == "&":
+        a, b = _and_terms(cond.lhs), _and_terms(cond.rhs)
+        return None if a is None or b is None else a + b
+    if isinstance(cond, A.Compare):
+        return [(cond.operands[k], op, cond.operands[k + 1]) for k, op in enumerate(cond.ops)]
+    return None
+
+
+def _bound(lhs: A.Expr, op: str, rhs: A.Expr) -> Optional[tuple[dict, int, Optional[int], Optional[int]]]:
+    """One comparison of an affine index expression with an integer, as ``(coefs, const, lo,
+    hi)``: ``coefs·v + const`` lies in ``[lo, hi]`` (None: unbounded on that side)."""
+    la, ra = affine(lhs), affine(rhs)
+    if la is None or ra is None or op not in ("<", "<=", ">", ">="):
+        return None
+    if la[0] and not ra[0]:
+        coefs, const, k, op = la[0], la[1], ra[1], op
+    elif ra[0] and not la[0]:
+        coefs, const, k, op = ra[0], ra[1], la[1], {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    else:
+        return None
+    # coefs·v + const  op  k
+    if op == "<":
+        return coefs, const, None, k - 1
+    if op == "<=":
+        return coefs, const, None, k
+    if op == ">":
+        return coefs, const, k + 1, None
+    return coefs, const, k, None
+
+
+@strategy("pad_input", level="memory", numerics="bitwise", creates=("copy", "padded:tensor"),
+          args=[Arg("stmt", "stmt", "a statement that reads the tensor under a box guard, e.g. N0.S0"),
+                Arg("tensor", "tensor", "kernel input read as if_then_else(box, X_{...}, constant)")])
+class PadInput(Strategy):
+    """Copy a guarded input into a padded tensor before the nest; the nest reads it unguarded.
+
+    In ``stmt``, every read ``if_then_else(g, X_{f_0,...,f_n}, c)`` of the kernel input ``X``
+    whose guard ``g`` is a conjunction of comparisons of affine index expressions with
+    integers, each one a subscript plus a constant (``0 <= i - p < 64`` bounds ``f_2 = i - p``),
+    and the same box and ``c`` for every such read, becomes ``P_{f_0+l_0,...,f_n+l_n}``: a new
+    nest placed before the nest of ``stmt`` fills the fresh global ``P`` — each dimension
+    widened by ``l_d`` in front and as much behind as the subscripts reach past ``X``'s extent
+    — with ``X`` inside the box and ``c`` outside it. The zero padding of a convolution is then
+    one copy instead of a comparison per multiply-add, and the hot loop's reads are plain
+    affine loads that unroll and vectorize. Values are only copied: bitwise.
+
+    ``X`` must be a kernel input (every element defined); every subscript of a guarded read
+    affine in the loops around ``stmt``.
+
+    Before: \\kernel k(X:f32[8])->(C:f32[10]){L^{10}_{i=0}L^{3}_{p=0}[C^{f32,g}_{i}=C^{f32,g}_{i}+if_then_else(0<=i-p<8,X^{f32,g}_{i-p},0.0);];}
+    Args: stmt=N0.S0 tensor=X
+    After: \\kernel k(X:f32[8])->(C:f32[10]){L^{12}_{a=0}[A^{f32,g}_{a}=if_then_else(2<=a<10,X^{f32,g}_{a-2},0.0);];L^{10}_{i=0}L^{3}_{p=0}[C^{f32,g}_{i}=C^{f32,g}_{i}+A^{f32,g}_{i-p+2};];}
+    """
+
+    def sites(self, ctx: Context) -> list[Site]:
+        out = []
+        for ref, st, _ in ctx.stmts():
+            names = dict.fromkeys(n.args[1].name for n in A.walk(st.value)
+                                  if isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
+                                  and isinstance(n.args[1], A.Access))
+            for name in names:
+                site = self.site(ctx, {"stmt": ref, "tensor": name}, f"pad {name} so its reads need no guard", dict)
+                if site is not None:
+                    out.append(site)
+        return out
+
+    def _box(self, st: A.Assign, call: A.Call, ranges: dict, shape: tuple) -> tuple:
+        """(per-dimension (lo, hi) of the box in X's subscripts, the subscripts' reach) of one guarded read."""
+        cond, x, _ = call.args
+        subs = [affine(i) for i in x.indices]
+        if any(a is None or any(v not in ranges for v in a[0]) for a in subs):
+            raise self.na(f"a subscript of '{x.name}' is not affine in the loops around the statement", x)
+        terms = _and_terms(cond)
+        if terms is None:
+            raise self.na("the guard is not a conjunction (&) of comparisons", cond)
+        box = [[0, m - 1] for m in shape]
+        for lhs, op, rhs in terms:
+            b = _bound(lhs, op, rhs)
+            if b is None:
+                raise self.na("a comparison of the guard does not bound an index expression by an integer", cond)
+            coefs, const, lo, hi = b
+            d = next((d for d, a in enumerate(subs) if {v: c for v, c in a[0].items() if c} ==
+                      {v: c for v, c in coefs.items() if c}), None)
+            if d is None:
+                raise self.na(f"a comparison of the guard bounds no subscript of '{x.name}' (plus a constant)", cond)
+            shift = const - subs[d][1]  # the guarded expression is f_d + shift
+            if lo is not None:
+                box[d][0] = max(box[d][0], lo - shift)
+            if hi is not None:
+                box[d][1] = min(box[d][1], hi - shift)
+        reach = []
+        for a in subs:
+            lo = a[1] + sum(c * (ranges[v][0] if c > 0 else ranges[v][1]) for v, c in a[0].items())
+            hi = a[1] + sum(c * (ranges[v][1] if c > 0 else ranges[v][0]) for v, c in a[0].items())
+            reach.append((lo, hi))
+        return tuple(tuple(b) for b in box), reach
+
+    def plan(self, ctx: Context, args: dict) -> Rewrite:
+        st, spath = stmt_arg(self, ctx, args["stmt"])
+        name = args["tensor"]
+        info = ctx.result.tensors.get(name)
+        if info is None:
+            raise self.na(f"no tensor '{name}'", st)
+        if info.role != "input" or not info.shape:
+            raise self.na(f"'{name}' is not a kernel input with a shape; only those are padded "
+                          f"(a copy of an intermediate could read elements nobody wrote)", st)
+        calls = [n for n in A.walk(st.value) if isinstance(n, A.Call) and n.func == "if_then_else"
+                 and len(n.args) == 3 and isinstance(n.args[1], A.Access) and n.args[1].name == name]
+        if not calls:
+            raise self.na(f"the statement reads no '{name}' as if_then_else(guard, {name}_..., constant)", st)
+        loops = ctx.result.info(st).loops
+        ranges = {l.var: (l.start, l.start + l.extent - 1) for l in loops}
+        shape = info.shape
+        boxes, reach = set(), [(0, m - 1) for m in shape]
+        fills = set()
+        for call in calls:
+            if not (isinstance(call.args[2], A.Const) or (isinstance(call.args[2], A.Neg)
+                                                           and isinstance(call.args[2].operand, A.Const))):
+                raise self.na("the value outside the guard is not a constant", call)
+            fills.add(call.args[2])
+            box, r = self._box(st, call, ranges, shape)
+            boxes.add(box)
+            reach = [(min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(reach, r)]
+        if len(boxes) != 1 or len(fills) != 1:
+            raise self.na(f"the guarded reads of '{name}' differ in their box or their value outside it", st)
+        (box,), (fill,) = boxes, fills
+        if any(lo > hi for lo, hi in box):
+            raise self.na("the guard holds nowhere", st)
+        front = [max(0, -lo) for lo, _ in reach]
+        extents = [f + max(m - 1, hi) + 1 for f, m, (_, hi) in zip(front, shape, reach)]
+        padded = fresh_tensor(ctx.kernel)
+        taken = {p.name for p in ctx.kernel.inputs + ctx.kernel.outputs} | {
+            n.name for n in A.walk(ctx.kernel) if isinstance(n, (A.Access, A.Alloc))} | {padded}
+        pool = iter(c for c in "abcdefghmnpqrsuvwxyz" if c not in taken)
+        names = [next(pool) for _ in shape]
+        conds = []
+        for u, f, e, (lo, hi) in zip(names, front, extents, box):
+            if lo + f > 0 or hi + f < e - 1:  # this dimension's guard is not always true
+                conds.append(A.Compare(("<=", "<"), (A.Const(lo + f), var(u), A.Const(hi + f + 1))))
+        src = A.Access(name, info.dtype, info.scope, tuple(_affine_expr([(u, 1)], -f) for u, f in zip(names, front)))
+        value: A.Expr = src
+        if conds:
+            cond = conds[0]
+            for c in conds[1:]:
+                cond = A.BinOp("&", cond, c)
+            value = A.Call("if_then_else", (cond, src, fill))
+        copy = A.Assign(A.Access(padded, info.dtype, "g", tuple(var(u) for u in names)), value)
+        nest = rebuild_chain([A.Loop("L", e, u, 0, ()) for u, e in zip(names, extents)], (copy,))
+
+        def unguard(x):
+            if isinstance(x, A.Call) and x in calls:
+                subs = [affine(i) for i in x.args[1].indices]
+                return A.Access(padded, info.dtype, "g",
+                                tuple(_affine_expr(list(a[0].items()), a[1] + f) for a, f in zip(subs, front)))
+            return x
+
+        hot = ctx.kernel.body[spath[0]]
+        new_st = replace(st, value=map_expr(st.value, unguard))
+        new_hot = _map_stmts(hot, lambda s: new_st if s is st else s)
+        kernel = replace_at(ctx.kernel, (spath[0],), [nest, new_hot])
+        ctx.recheck(self.name, kernel, st, message="the padded program would not check: {code} {message}")
+        return Rewrite(kernel, "bitwise", {"copy": f"N{spath[0]}.{names[0]}", "padded": padded},
+                       moved=carried(hot, (spath[0],), (spath[0] + 1,)))
+
+
 def _tile_strides(ctx, ref, name, d, n) -> set[int]:
     """Block sizes a tiled nest suggests: the coefficients (at least 2, dividing ``n``) of the
     loop indices in the subscripts of ``dim`` (``jo*32 + j`` suggests 32, which packs one
@@ -417,4 +586,4 @@ def _map_stmts(node, fn):
     return node
 
 
-__all__ = ["INNERMOST", "MAX_JAM", "PackInput", "UnrollAndJam"]
+__all__ = ["INNERMOST", "MAX_JAM", "PackInput", "PadInput", "UnrollAndJam"]

@@ -76,7 +76,10 @@ def _swap_self_reads(e: A.Expr, target: A.Access, tile: A.Access) -> A.Expr:
           args=[Arg("stmt", "stmt", "the reduction, e.g. N0.S0"),
                 Arg("loop", "loop", "loop whose every iteration gets its own tile, e.g. N0.jo"),
                 Arg("scope", "choice", "memory of the tile: l (registers / per thread) or s (per block)",
-                    choices=("l", "s"), default="l")])
+                    choices=("l", "s"), default="l"),
+                Arg("layout", "choice", "order of the tile's dimensions: target (as the target's subscripts) "
+                    "or loops (as the loops that run over them, innermost last)",
+                    choices=("target", "loops"), default="target")])
 class CacheWrite(Strategy):
     """Accumulate a reduction in a private tile per iteration of a loop, write it back once.
 
@@ -87,8 +90,11 @@ class CacheWrite(Strategy):
     starts from the identity at the same point the reduction of ``X`` did), and a nest
     over the spatial loops inside ``loop`` storing ``X_{s} = T_{...}``. Each tile subscript
     is the part of ``X``'s subscript that the loops inside ``loop`` contribute, shifted to
-    start at 0 (affine subscripts only); dimensions they do not touch are dropped. The
-    same values are combined in the same order: bitwise.
+    start at 0 (affine subscripts only); dimensions they do not touch are dropped. With
+    ``layout=loops`` the tile's dimensions are ordered like the loops inside ``loop`` that
+    run over them, the innermost last, so a vector loop innermost reads and writes the tile
+    at unit stride even where it runs over an outer dimension of ``X`` (a convolution
+    vectorized over output channels). The same values are combined in the same order: bitwise.
 
     Before: \\kernel k(A:f32[4,8],B:f32[8,4])->(C:f32[4,4]){L^{2}_{io=0}L^{8}_{k=0}L^{2}_{i=0}L^{4}_{j=0}[C^{f32,g}_{io*2+i,j}=C^{f32,g}_{io*2+i,j}+A^{f32,g}_{io*2+i,k}*B^{f32,g}_{k,j};];}
     Args: stmt=N0.S0 loop=N0.io
@@ -135,7 +141,7 @@ class CacheWrite(Strategy):
                           f"outside '{at.var}': one iteration of '{at.var}' does not compute whole elements", at)
         inner_vars = [l.var for l in inner]
         loops = {l.var: l for l in inner}
-        tile_idx, shape = [], []
+        tile_idx, shape, depth = [], [], []
         for n, idx in enumerate(x.indices):
             aff = affine(idx)
             if aff is None:
@@ -147,6 +153,10 @@ class CacheWrite(Strategy):
             hi = sum(c * (loops[v].start + loops[v].extent - 1 if c > 0 else loops[v].start) for v, c in terms)
             tile_idx.append(_linear(terms, -lo))
             shape.append(hi - lo + 1)
+            depth.append(max(inner_vars.index(v) for v, _ in terms))
+        if args.get("layout", "target") == "loops":
+            order = sorted(range(len(depth)), key=depth.__getitem__)
+            tile_idx, shape = [tile_idx[d] for d in order], [shape[d] for d in order]
         taken = used_names(ctx.kernel) | {n.name for n in A.walk(ctx.kernel) if isinstance(n, A.Alloc)}
         name = fresh_tensor(ctx.kernel, taken)
         tile = A.Access(name, x.dtype, scope, tuple(tile_idx))
