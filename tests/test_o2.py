@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from leirc.lang import ast as A
+from leirc.lang.affine import affine
 from leirc.lang.checker import check_kernel
 from leirc.lang.parser import parse
 from leirc.lang.printer import print_kernel
@@ -129,6 +130,43 @@ def test_a_transposed_operand_is_packed_then_blocked():
     assert o2.transposed_operands(k, r, o2.gemm_like(k, r, 0, unit_stride=False, reuse_row=True)) is None
 
 
+#: a 3x3 convolution whose output width (6) has no vector tile of 8
+NARROW_CONV = (r"\kernel k(X:f32[2,4,8,8],W:f32[32,4,3,3])->(C:f32[2,32,6,6]){L^{2}_{n=0}L^{32}_{o=0}L^{6}_{h=0}"
+               r"L^{6}_{w=0}L^{4}_{c=0}L^{3}_{p=0}L^{3}_{q=0}[C^{f32,g}_{n,o,h,w}=C^{f32,g}_{n,o,h,w}"
+               r"+X^{f32,g}_{n,c,h+p,w+q}*W^{f32,g}_{o,c,p,q};];}")
+
+
+def test_a_convolution_too_narrow_for_a_vector_is_blocked_with_the_vector_over_output_channels():
+    from leirc.verify import verify
+
+    k = parse(NARROW_CONV).module.kernels[0]
+    r = check_kernel(k)
+    assert o2.gemm_like(k, r, 0, reuse_row=True).j == "w"  # the first choice, which no tile of 8 divides
+    g = o2.gemm_like(k, r, 0, unit_stride=False, reuse_row=True, j="o")
+    assert (g.i, g.j) == ("w", "o") and o2.transposed_operands(k, r, g) == [("W", 0)]
+    res = o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    assert [(s.kwargs["tensor"], s.kwargs["dim"]) for s in res.steps if s.name == "pack_input"] == [("W", 0)]
+    [cw] = [s for s in res.steps if s.name == "cache_write"]
+    assert cw.kwargs["layout"] == "loops"
+    [(al, _)] = allocs(res.kernel)
+    assert al.shape == (3, 16)  # rows over w (mr 4 does not divide 6: 3), the vector over o last
+    vec = [l for l in A.walk(res.kernel) if isinstance(l, A.Loop) and l.kind == "V" and l.var == "o"]
+    acc = [n for l in vec for n in A.walk(l) if isinstance(n, A.Access) and n.name == al.name]
+    # the tile is read and written at unit stride along the vector loop
+    assert acc and all(affine(a.indices[-1])[0].get("o") == 1 and affine(a.indices[0])[0].get("o") is None
+                       for a in acc)
+    assert replay(k, res.steps) == res.kernel
+    rep = verify(print_kernel(res.kernel), NARROW_CONV, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures
+
+
+def test_a_blocked_nest_runs_its_first_loop_of_more_than_one_iteration_in_parallel():
+    k = stdlib("conv_transpose2d")  # a batch of 1
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    hot = res.kernel.body[-1]
+    assert (hot.var, hot.extent, hot.kind) == ("n", 1, "L") and (hot.body[0].kind, hot.body[0].extent) == ("P", 66)
+
+
 def test_the_tile_loop_order_is_an_argument():
     k = stdlib("matmul_standard")
     by_panel = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16, outer="j")).kernel
@@ -150,8 +188,9 @@ def test_small_gemm_verifies_in_the_interpreter():
 
 
 #: the stdlib kernels -O2 changes beyond -O1 (checked by test_o2_changes_exactly_these)
-BLOCKED = ["batched_matmul", "conv2d", "gemm_bias_relu", "matmul_gelu_softmax", "matmul_square", "matmul_standard",
-           "matmul_transposed_b", "matmul_upper_triangular", "pointwise_conv2d", "rmsnorm", "sdpa"]
+BLOCKED = ["batched_matmul", "conv2d", "conv2d_strided_dilated", "conv_transpose2d", "gemm_bias_relu",
+           "matmul_gelu_softmax", "matmul_square", "matmul_standard", "matmul_transposed_b", "matmul_upper_triangular",
+           "pointwise_conv2d", "rmsnorm", "sdpa"]
 PARTIAL = ["gemv", "groupnorm", "layernorm", "log_softmax", "mse_loss", "softmax"]
 ALL = sorted(p.stem for p in STDLIB.glob("*.leir"))
 

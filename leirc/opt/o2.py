@@ -4,30 +4,35 @@ nests, vector partial sums for other reductions, then ``-O1`` and vector loops i
 A fixed pipeline of ordinary, checked strategy steps (every step recorded; one that does
 not apply is skipped and logged). For each top-level nest that is **GEMM-like** — a
 perfect chain around one sum reduction ``X_{..., i, j} += e`` whose target subscripts
-are distinct loop indices (at least two), with one or more reduction loops, and in which
+are distinct loop indices (at least two; a constant, a squeezed batch of 1, is allowed), with one or more reduction
+loops, and in which
 every access that uses the last target index ``j`` has it in its last subscript with
 coefficient 1 (unit stride: ``B_{k,j}``, ``X_{n,c,h,w+kw}``) — on CPU:
 
-0. the rows ``i`` of the tile are the last target index (before ``j``) that an operand read
+0. every kernel input the statement reads under a box guard (a convolution's zero padding,
+   ``if_then_else(0 <= i - p < 64 & ..., X_{n,c,i-p,j-q}, 0.0)``) gets ``pad_input``: one copy
+   into a zero-padded tensor before the nest, plain loads in the hot loop (conv_transpose2d
+   2.2 -> 1.0 ms); undone if the nest is not blocked after all;
+1. the rows ``i`` of the tile are the last target index (before ``j``) that an operand read
    along ``j`` does not use, so that operand's vector feeds every row: ``i`` of a matmul,
    the output channel ``o`` of a convolution ``C_{n,o,h,w}`` (its input ``X_{n,c,h,w}`` has
    no ``o``; blocking ``h`` instead reloads ``X`` for every row). The other target indices
    are batch loops;
-1. ``loop_reorder``: batch loops, ``i``, ``j``, then the reduction loops;
-2. ``loop_tiling`` of ``i``, ``j`` by ``mr`` × ``nr``; with ``Tiles.outer == "j"`` (the default)
+2. ``loop_reorder``: batch loops, ``i``, ``j``, then the reduction loops;
+3. ``loop_tiling`` of ``i``, ``j`` by ``mr`` × ``nr``; with ``Tiles.outer == "j"`` (the default)
    ``loop_reorder`` puts the ``j`` tile loop outside the ``i`` tile loop, so one ``K × nr``
    panel of ``B`` stays in L2 while the row blocks of ``A`` pass (``"i"``: the other way round,
    all of ``B`` streams past each row block: 1.7× slower on ``matmul_standard``, whose ``B``
    is as large as L2); ``loop_reorder`` of the point loops to ``reductions, i, j``: the
    register tile ``(i, j)`` is innermost;
-3. a nest whose only obstacle is a **transposed operand** — a kernel input that reads ``j``
+4. a nest whose only obstacle is a **transposed operand** — a kernel input that reads ``j``
    as a plain index in another dimension than its last, and not ``i`` (``W_{j,k}`` of
    ``X @ W.T``) — gets ``pack_input`` of that operand along that dimension by ``nr`` right
    after tiling (``W_{jo*nr+j,k}`` -> ``P_{jo,k,j}``): the copy nest runs once before the
    hot nest and the tile then reads it at unit stride;
-4. ``cache_write`` at the inner tile loop: the ``mr × nr`` accumulator is a private tile,
+5. ``cache_write`` at the inner tile loop: the ``mr × nr`` accumulator is a private tile,
    fresh per tile, written back once;
-5. ``loop_parallelization`` of the outermost loop; ``loop_unrolling`` of ``i``;
+6. ``loop_parallelization`` of the outermost loop; ``loop_unrolling`` of ``i``;
    ``loop_split`` of ``j`` by the vector width, ``loop_unrolling`` of the outer part,
    ``loop_vectorization`` of the inner part (also in the write-back nest).
 
@@ -78,7 +83,14 @@ defaults come from the target: ``lanes`` is the f32 vector width of the host CPU
 AVX-512, 8 with AVX/AVX2, else 4, read from ``/proc/cpuinfo``), ``nr = 2 * lanes``,
 ``mr = 8`` (16 accumulators of 32 vector registers with AVX-512), ``outer = "j"``. A dimension that ``mr``
 or ``nr`` does not divide takes the largest smaller candidate that does (``nr`` stays a
-multiple of ``lanes``), or the nest is left to ``-O1``.
+multiple of ``lanes``), or the next **layout** is tried (:func:`_gemm_layouts`): another
+target index as ``j``, from the inside out, if every operand that reads it can be packed as in
+step 4 — a convolution whose output width (30, or read at stride 2) has no vector tile gets its
+vector over the output channels ``o``: the weights are packed to ``P_{oo,c,kh,kw,o}``, the
+input is one broadcast per tile row (``w``), ``cache_write(layout=loops)`` orders the tile
+``[w, o]`` so the vector loop reads it at unit stride, and only the write-back is strided.
+Then the nest is left to ``-O1``. The blocked nest runs in parallel over its first loop of
+more than one iteration (not a batch of 1).
 
 CUDA has its own pipeline, :mod:`leirc.opt.o2_cuda`.
 """
@@ -157,13 +169,16 @@ def _unit_stride_last(a: A.Access, j: str) -> bool:
 
 
 def gemm_like(kernel: A.Kernel, result: CheckResult, idx: int, *, unit_stride: bool = True,
-              reuse_row: bool = False) -> Optional[Gemm]:
+              reuse_row: bool = False, j: Optional[str] = None) -> Optional[Gemm]:
     """The GEMM structure of top-level item ``idx`` (see the module docstring), or None.
     ``unit_stride=False`` drops the unit-stride condition on ``j`` (CUDA: threads, not
     vector lanes, run over ``j``). ``reuse_row=True`` picks as ``i`` the last target index
     that some operand read along ``j`` does not use (that operand's vector then feeds every
     row of the tile: ``o`` of a convolution ``C_{n,o,h,w}``, whose input ``X_{n,c,h,w}`` has
-    no ``o``); without it, or when no index qualifies, ``i`` is the second-to-last index."""
+    no ``o``); without it, or when no index qualifies, ``i`` is the second-to-last index.
+    ``j`` names another target index than the last as the vector dimension (a convolution's
+    output channel ``o``, when the last extent has no vector tile); the accumulator's own
+    read is then exempt from the unit-stride condition (it becomes the private tile)."""
     item = kernel.body[idx]
     if not isinstance(item, A.Loop):
         return None
@@ -177,17 +192,23 @@ def gemm_like(kernel: A.Kernel, result: CheckResult, idx: int, *, unit_stride: b
         return None
     if any(l.start != 0 or l.kind != "L" for l in chain):
         return None
-    tvars = [i.name if isinstance(i, A.Var) else None for i in st.target.indices]
-    if None in tvars or len(set(tvars)) != len(tvars) or len(tvars) < 2:
+    if not all(isinstance(i, (A.Var, A.Const)) for i in st.target.indices):
         return None
-    j = tvars[-1]
-    reads = [n for n in A.walk(st.value) if isinstance(n, A.Access)]
+    tvars = [i.name for i in st.target.indices if isinstance(i, A.Var)]  # a constant: a squeezed batch of 1
+    if len(set(tvars)) != len(tvars) or len(tvars) < 2:
+        return None
+    if j is None:
+        j = tvars[-1]
+    elif j not in tvars:
+        return None
+    others = [v for v in tvars if v != j]
+    reads = [n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target]
     for a in reads:
         if unit_stride and _uses(a, j) and not _unit_stride_last(a, j):
             return None  # the vector dimension is not unit stride in this operand
-    i = tvars[-2]
+    i = others[-1]
     if reuse_row:
-        i = next((v for v in reversed(tvars[:-1]) if any(_uses(a, j) and not _uses(a, v) for a in reads)), i)
+        i = next((v for v in reversed(others) if any(_uses(a, j) and not _uses(a, v) for a in reads)), i)
     ref = next(r for r, s, _ in iter_stmts(kernel) if s is st)
     return Gemm(ref, [v for v in tvars if v not in (i, j)], i, j,
                 [l.var for l in chain if l.var in si.reduce_vars])
@@ -200,7 +221,7 @@ def transposed_operands(kernel: A.Kernel, result: CheckResult, g: Gemm) -> Optio
     makes the tile's reads unit stride (``P_{jo,k,j}``). None if some operand cannot be."""
     st = next(s for r, s, _ in iter_stmts(kernel) if r == g.stmt)
     out = []
-    for a in (n for n in A.walk(st.value) if isinstance(n, A.Access)):
+    for a in (n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target):
         if not _uses(a, g.j) or _unit_stride_last(a, g.j):
             continue
         info = result.tensors.get(a.name)
@@ -211,6 +232,49 @@ def transposed_operands(kernel: A.Kernel, result: CheckResult, g: Gemm) -> Optio
         if (a.name, dims[0]) not in out:
             out.append((a.name, dims[0]))
     return out
+
+
+def _pad_guarded_inputs(run: PipelineRun, idx: int) -> int:
+    """``pad_input`` for every kernel input that the statement of nest ``idx`` reads under a
+    box guard (a convolution's zero padding); returns how many copy nests went before it."""
+    added = 0
+    st = next(s for _, s, p in iter_stmts(run.res.kernel) if p[0] == idx)
+    names = dict.fromkeys(n.args[1].name for n in A.walk(st.value)
+                          if isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
+                          and isinstance(n.args[1], A.Access))
+    for name in names:
+        info = run.res.result.tensors.get(name)
+        if info is None or info.role != "input":
+            continue
+        ref = next(r for r, _, p in iter_stmts(run.res.kernel) if p[0] == idx + added)
+        if run.step("pad_input", stmt=ref, tensor=name) is not None:
+            added += 1
+    return added
+
+
+def _gemm_layouts(kernel: A.Kernel, result: CheckResult, idx: int):
+    """The ways to register-block nest ``idx``, best first, each as (Gemm, operands to pack):
+    the last target index as the vector dimension, read at unit stride or after packing the
+    operands that read it transposed; then each other target index from the inside out, if
+    every operand that reads it can be packed. The second kind is a direct convolution whose
+    output width has no vector tile (30, or read at stride 2): the vector runs over output
+    channels ``o``, the packed weights ``P_{oo,c,kh,kw,o}`` are read at unit stride, the input
+    is one broadcast per row, and only the write-back of each tile is strided."""
+    g = gemm_like(kernel, result, idx, reuse_row=True)
+    if g is not None:
+        yield g, []
+    item = kernel.body[idx]
+    if not isinstance(item, A.Loop):
+        return
+    tried = {g.j} if g is not None else set()
+    for j in [None] + [l.var for l in nest_chain(item)][::-1]:
+        alt = gemm_like(kernel, result, idx, unit_stride=False, reuse_row=True, j=j)
+        if alt is None or alt.j in tried:
+            continue
+        tried.add(alt.j)
+        packs = transposed_operands(kernel, result, alt)
+        if packs is not None:
+            yield alt, packs
 
 
 def fit_tile(extent: int, want: int, step: int) -> Optional[int]:
@@ -254,6 +318,8 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     if mr is None or nr is None:
         run.res.log.append(f"nest N{idx}: no register tile divides {g.i}={ext[g.i]}, {g.j}={ext[g.j]}")
         return -1
+    target = next(s for r, s, _ in iter_stmts(k) if r == g.stmt).target
+    j_last = target.indices[-1] == A.Var(g.j)
     mark = run.res.mark()
     order = g.batch + [g.i, g.j] + g.reductions
     chain_vars = [l.var for l in nest_chain(k.body[idx])]
@@ -285,13 +351,17 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     if ok:
         ok = run.step("loop_reorder", loop=f"N{idx}.{g.i}", order=",".join(g.reductions + [g.i, g.j])) is not None
         stmt = next(r for r, _, p in iter_stmts(run.res.kernel) if p[0] == idx)
-        ok = ok and run.step("cache_write", stmt=stmt, loop=jo, scope="l") is not None
+        # the tile's last dimension is j's, whatever X's subscript order: unit-stride vectors
+        layout = {} if j_last else {"layout": "loops"}
+        ok = ok and run.step("cache_write", stmt=stmt, loop=jo, scope="l", **layout) is not None
     if not ok:
         run.res.undo(mark, f"nest N{idx - added}: undo register blocking")
         return -1
     # from here on every step only changes loop kinds or splits: a skipped one costs speed only
-    root = run.res.kernel.body[idx]
-    run.step("loop_parallelization", loop=f"N{idx}.{root.var}")
+    # the outermost loop that has more than one iteration (a batch of 1 would leave one core idle)
+    chain = nest_chain(run.res.kernel.body[idx])
+    outer = next((l for l in chain if l.extent > 1), chain[0])
+    run.step("loop_parallelization", loop=f"N{idx}.{outer.var}")
     run.step("loop_unrolling", loop=f"N{idx}.{g.i}")
     for nth in (0, 1):  # the accumulation nest, then the write-back nest
         j = run.loop(idx, g.j, nth)
@@ -305,7 +375,7 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
                 run.step("loop_unrolling", loop=split.created["outer"])
             j = split.created["inner"]
         run.step("loop_vectorization", loop=j)
-    return True
+    return added
 
 
 def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Optional[tuple[str, int]]:
@@ -541,14 +611,17 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     _fuse_row_passes(run)
     idx = 0
     while idx < len(run.res.kernel.body):
-        k, r = run.res.kernel, run.res.result
-        g = gemm_like(k, r, idx, reuse_row=True)
-        packs: Optional[list] = []
-        if g is None:
-            g = gemm_like(k, r, idx, unit_stride=False, reuse_row=True)
-            packs = transposed_operands(k, r, g) if g is not None else None
-        if g is not None and packs is not None:
-            idx += max(0, _block_gemm(run, idx, g, tiles, packs))
+        mark = run.res.mark()
+        padded = _pad_guarded_inputs(run, idx) if gemm_like(run.res.kernel, run.res.result, idx,
+                                                            unit_stride=False) else 0
+        for g, packs in _gemm_layouts(run.res.kernel, run.res.result, idx + padded):
+            added = _block_gemm(run, idx + padded, g, tiles, packs)
+            if added >= 0:
+                idx += padded + added
+                break
+        else:
+            if padded:
+                run.res.undo(mark, f"nest N{idx}: undo padding (the nest was not blocked)")
         idx += 1
     _partial_sums(run, tiles.lanes)
     rest = o1.optimize(run.res.kernel, target, run.res.result)
