@@ -12,7 +12,10 @@ coefficient 1 (unit stride: ``B_{k,j}``, ``X_{n,c,h,w+kw}``) — on CPU:
 0. every kernel input the statement reads under a box guard (a convolution's zero padding,
    ``if_then_else(0 <= i - p < 64 & ..., X_{n,c,i-p,j-q}, 0.0)``) gets ``pad_input``: one copy
    into a zero-padded tensor before the nest, plain loads in the hot loop (conv_transpose2d
-   2.2 -> 1.0 ms); undone if the nest is not blocked after all;
+   2.2 -> 1.0 ms); a guarded product whose guard speaks of each factor's own subscripts
+   (``if_then_else(i <= k <= j, A_{i,k}*B_{k,j}, 0.0)`` of ``triu(A) @ triu(B)``) first gets
+   ``distribute_guard`` (exact in the reals) and its factors ``mask_input``: two masked copies,
+   then a plain GEMM; all of it undone if the nest is not blocked after all;
 1. the rows ``i`` of the tile are the last target index (before ``j``) that an operand read
    along ``j`` does not use, so that operand's vector feeds every row: ``i`` of a matmul,
    the output channel ``o`` of a convolution ``C_{n,o,h,w}`` (its input ``X_{n,c,h,w}`` has
@@ -236,8 +239,15 @@ def transposed_operands(kernel: A.Kernel, result: CheckResult, g: Gemm) -> Optio
 
 def _pad_guarded_inputs(run: PipelineRun, idx: int) -> int:
     """``pad_input`` for every kernel input that the statement of nest ``idx`` reads under a
-    box guard (a convolution's zero padding); returns how many copy nests went before it."""
+    box guard (a convolution's zero padding), ``mask_input`` for one read under another
+    guard over its subscripts (a triangle), after ``distribute_guard`` has moved a guarded
+    product's comparisons onto its factors; returns how many copy nests went before it."""
     added = 0
+    st_ref = next(r for r, _, p in iter_stmts(run.res.kernel) if p[0] == idx)
+    if any(isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
+           and isinstance(n.args[1], A.BinOp) and n.args[1].op == "*"
+           for n in A.walk(next(s for r, s, _ in iter_stmts(run.res.kernel) if r == st_ref).value)):
+        run.step("distribute_guard", stmt=st_ref)
     st = next(s for _, s, p in iter_stmts(run.res.kernel) if p[0] == idx)
     names = dict.fromkeys(n.args[1].name for n in A.walk(st.value)
                           if isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
@@ -247,7 +257,8 @@ def _pad_guarded_inputs(run: PipelineRun, idx: int) -> int:
         if info is None or info.role != "input":
             continue
         ref = next(r for r, _, p in iter_stmts(run.res.kernel) if p[0] == idx + added)
-        if run.step("pad_input", stmt=ref, tensor=name) is not None:
+        if run.step("pad_input", stmt=ref, tensor=name) is not None or \
+                run.step("mask_input", stmt=ref, tensor=name) is not None:
             added += 1
     return added
 
@@ -620,8 +631,8 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
                 idx += padded + added
                 break
         else:
-            if padded:
-                run.res.undo(mark, f"nest N{idx}: undo padding (the nest was not blocked)")
+            if len(run.res.steps) > mark[2]:
+                run.res.undo(mark, f"nest N{idx}: undo padding and masking (the nest was not blocked)")
         idx += 1
     _partial_sums(run, tiles.lanes)
     rest = o1.optimize(run.res.kernel, target, run.res.result)

@@ -1,13 +1,18 @@
-"""Blocking strategies for CPU kernels (issue #12): unroll-and-jam and input packing.
+"""Blocking strategies for CPU kernels (issue #12): unroll-and-jam, packing, padding and masking of inputs.
 
 * ``unroll_and_jam``: unroll an outer loop by a factor and jam the copies into the body of
   a loop inside it (register blocking of a GEMM's ``i``: one loaded ``B`` element feeds
   several accumulators);
 * ``pack_input``: copy a tensor into a blocked layout (``B_{k,j}`` -> ``P_{j//jb,k,j%jb}``)
-  in a nest hoisted before the hot nest, which then reads the packed copy.
+  in a nest hoisted before the hot nest, which then reads the packed copy;
+* ``pad_input`` and ``mask_input``: copy an input read under a guard (a convolution's zero
+  padding; a triangle ``i <= k``) once, padded or masked, so the hot loop's reads are plain;
+* ``distribute_guard``: split a guarded product's guard onto its factors, so that each
+  factor is a guarded read ``mask_input`` can hoist (exact in the reals: ``0*y`` is ``-0.0``
+  for a negative ``y``).
 
-Both only reorder or copy: the same floating-point operations run on every element in the
-same order, so both are bitwise. ``layout_transformation`` already copies an input into a
+The others only reorder or copy: the same floating-point operations run on every element in
+the same order, so they are bitwise. ``layout_transformation`` already copies an input into a
 transposed or split layout, but one kind per application and through a full copy each: the
 blocked layout (split one dimension, move the block number first and the offset last) would
 take two copies and two hoisted nests. ``pack_input`` is that layout in one copy.
@@ -21,10 +26,11 @@ from typing import Optional
 from ..analysis.deps import EQ, direction_vectors, privatized
 from ..lang import ast as A
 from ..lang.affine import affine
+from ..lang.printer import print_expr
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, StrategyBug, strategy
 from .common import divisors, loop_arg, rebuild_chain, stmt_arg, stmts_under
 from .rewrite import add, carried, fresh_index, fresh_tensor, loop_ref, map_expr, mul, nest_chain, refs_at, replace_at
-from .rewrite import substitute, var
+from .rewrite import get_at, substitute, var
 
 #: copies of a loop body a jam may create: the bound of ``loop_unrolling`` (a ``U`` loop lowers to
 #: full unrolling; more copies only grow the code, they no longer fit a register file anyway)
@@ -561,6 +567,231 @@ class PadInput(Strategy):
                        moved=carried(hot, (spath[0],), (spath[0] + 1,)))
 
 
+def _product_factors(e: A.Expr) -> list[A.Expr]:
+    """The factors of a product tree ``a*b*c`` (left to right); ``[e]`` if ``e`` is no product."""
+    if isinstance(e, A.BinOp) and e.op == "*":
+        return _product_factors(e.lhs) + _product_factors(e.rhs)
+    return [e]
+
+
+def _index_vars(e) -> set[str]:
+    return {n.name for n in A.walk(e) if isinstance(n, A.Var)}
+
+
+def _conjunction(terms: list[tuple[A.Expr, str, A.Expr]]) -> A.Expr:
+    out: Optional[A.Expr] = None
+    for lhs, op, rhs in terms:
+        c = A.Compare((op,), (lhs, rhs))
+        out = c if out is None else A.BinOp("&", out, c)
+    assert out is not None
+    return out
+
+
+def _is_zero(e: A.Expr) -> bool:
+    return isinstance(e, A.Const) and e.value == 0
+
+
+@strategy("distribute_guard", level="operator", numerics="exact-in-reals",
+          args=[Arg("stmt", "stmt", "a statement with if_then_else(c_1 & c_2 & ..., X*Y*..., 0), e.g. N0.S0")])
+class DistributeGuard(Strategy):
+    """Move the comparisons of a guarded product onto the factors they constrain.
+
+    In ``stmt``, every ``if_then_else(g, f_1*f_2*...*f_n, 0)`` whose guard ``g`` is a
+    conjunction of comparisons becomes ``g_1(f_1)*g_2(f_2)*...``, where ``g_m(f)`` is
+    ``if_then_else(g_m, f, 0)`` and ``g_m`` the comparisons whose index variables all occur
+    in ``f_m`` (``f_m`` itself when there are none). Every comparison must land on some
+    factor. The triangular product ``if_then_else(i<=k<=j, A_{i,k}*B_{k,j}, 0)`` of
+    ``triu(A) @ triu(B)`` becomes ``triu(A)_{i,k}*triu(B)_{k,j}``, whose guarded reads
+    ``mask_input`` hoists into two masked copies, leaving a plain GEMM to block.
+
+    Exact in the reals, not bitwise: where ``g`` fails the new product is ``0*y`` — ``-0.0``
+    for a negative ``y``, NaN for an infinite one — where the old one was ``0``. So a factor
+    that loses a comparison (it is evaluated where it was not before) must be a read of a
+    kernel input (every element defined, nothing that can trap).
+
+    Before: \\kernel k(A:f32[4,4],B:f32[4,4])->(C:f32[4,4]){L^{4}_{i=0}L^{4}_{j=0}L^{4}_{k=0}[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+if_then_else(i<=k<=j,A^{f32,g}_{i,k}*B^{f32,g}_{k,j},0.0);];}
+    Args: stmt=N0.S0
+    After: \\kernel k(A:f32[4,4],B:f32[4,4])->(C:f32[4,4]){L^{4}_{i=0}L^{4}_{j=0}L^{4}_{k=0}[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+if_then_else(i<=k,A^{f32,g}_{i,k},0.0)*if_then_else(k<=j,B^{f32,g}_{k,j},0.0);];}
+    """
+
+    def sites(self, ctx: Context) -> list[Site]:
+        out = []
+        for ref, st, _ in ctx.stmts():
+            calls = [n for n in A.walk(st.value) if self._candidate(n)]
+            try:
+                for c in calls:
+                    self._distribute(ctx, c)
+            except NotApplicable:
+                continue
+            if calls:
+                site = self.site(ctx, {"stmt": ref}, "move the guard's comparisons onto the factors they constrain", dict)
+                if site is not None:
+                    out.append(site)
+        return out
+
+    @staticmethod
+    def _candidate(n) -> bool:
+        return (isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3 and _is_zero(n.args[2])
+                and len(_product_factors(n.args[1])) >= 2)
+
+    def _distribute(self, ctx: Context, call: A.Call) -> A.Expr:
+        cond, prod, zero = call.args
+        terms = _and_terms(cond)
+        if terms is None:
+            raise self.na("the guard is not a conjunction (&) of comparisons", cond)
+        factors = _product_factors(prod)
+        fvars = [_index_vars(f) for f in factors]
+        mine: list[list] = [[] for _ in factors]
+        for t in terms:
+            tv = _index_vars(t[0]) | _index_vars(t[2])
+            homes = [m for m, fv in enumerate(fvars) if tv <= fv]
+            if not homes:
+                raise self.na(f"the comparison '{print_expr(A.Compare((t[1],), (t[0], t[2])))}' constrains "
+                              f"no single factor (its indices occur in none)", cond)
+            for m in homes:
+                mine[m].append(t)
+        for f, ts in zip(factors, mine):
+            if len(ts) == len(terms):
+                continue
+            info = ctx.result.tensors.get(f.name) if isinstance(f, A.Access) else None
+            if info is None or info.role != "input":
+                raise self.na(f"the factor '{print_expr(f)}' would be evaluated where the guard fails; only a "
+                              f"read of a kernel input may be (a computed value could be infinite or NaN)", f)
+        out: Optional[A.Expr] = None
+        for f, ts in zip(factors, mine):
+            g = A.Call("if_then_else", (_conjunction(ts), f, zero)) if ts else f
+            out = g if out is None else A.BinOp("*", out, g)
+        return out
+
+    def plan(self, ctx: Context, args: dict) -> Rewrite:
+        st, spath = stmt_arg(self, ctx, args["stmt"])
+        calls = [n for n in A.walk(st.value) if self._candidate(n)]
+        if not calls:
+            raise self.na("the statement has no if_then_else(guard, a product, 0)", st)
+        done = {c: self._distribute(ctx, c) for c in calls}
+        new_st = replace(st, value=map_expr(st.value, lambda x: done.get(x, x)))
+        kernel = _map_stmts_at(ctx.kernel, spath, new_st)
+        ctx.recheck(self.name, kernel, st, message="the distributed guard would not check: {code} {message}")
+        return Rewrite(kernel, "exact-in-reals", {})
+
+
+@strategy("mask_input", level="memory", numerics="bitwise", creates=("copy", "masked:tensor"),
+          args=[Arg("stmt", "stmt", "a statement that reads the tensor under a guard, e.g. N0.S0"),
+                Arg("tensor", "tensor", "kernel input read as if_then_else(guard, X_{...}, constant)")])
+class MaskInput(Strategy):
+    """Copy a guarded input, masked, into a tensor of its shape before the nest; the nest
+    reads the copy unguarded.
+
+    In ``stmt``, every read ``if_then_else(g, X_{u_0+c_0,...,u_n+c_n}, c)`` of the kernel
+    input ``X`` whose subscripts are distinct loop indices plus constants and whose guard
+    ``g`` speaks only of those indices (``i <= k`` for ``A_{i,k}``: the upper triangle),
+    the same guard in ``X``'s coordinates and the same constant ``c`` for every such read,
+    becomes ``M_{u_0+c_0,...}``: a nest placed before the nest of ``stmt`` fills the fresh
+    global ``M`` with ``X`` where the guard holds and ``c`` elsewhere. ``pad_input`` is the
+    same idea for a box that reaches outside ``X`` (a convolution's zero padding); this one
+    takes any guard over ``X``'s own subscripts, inside its bounds. Values are only copied:
+    bitwise.
+
+    Before: \\kernel k(A:f32[4,4],B:f32[4,4])->(C:f32[4,4]){L^{4}_{i=0}L^{4}_{j=0}L^{4}_{k=0}[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+if_then_else(i<=k,A^{f32,g}_{i,k},0.0)*B^{f32,g}_{k,j};];}
+    Args: stmt=N0.S0 tensor=A
+    After: \\kernel k(A:f32[4,4],B:f32[4,4])->(C:f32[4,4]){L^{4}_{a=0}L^{4}_{b=0}[D^{f32,g}_{a,b}=if_then_else(a<=b,A^{f32,g}_{a,b},0.0);];L^{4}_{i=0}L^{4}_{j=0}L^{4}_{k=0}[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+D^{f32,g}_{i,k}*B^{f32,g}_{k,j};];}
+    """
+
+    def sites(self, ctx: Context) -> list[Site]:
+        out = []
+        for ref, st, _ in ctx.stmts():
+            names = dict.fromkeys(n.args[1].name for n in A.walk(st.value)
+                                  if isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
+                                  and isinstance(n.args[1], A.Access))
+            for name in names:
+                try:
+                    self._guard(ctx, st, name)
+                except NotApplicable:
+                    continue
+                site = self.site(ctx, {"stmt": ref, "tensor": name}, f"copy {name} masked so its reads need no guard", dict)
+                if site is not None:
+                    out.append(site)
+        return out
+
+    def _mask(self, call: A.Call, loops: set, names: list[str]) -> A.Expr:
+        """The guard of one read in the copy's coordinates ``names``."""
+        cond, x, _ = call.args
+        to_copy = {}
+        for d, sub in enumerate(x.indices):
+            a = affine(sub)
+            live = {v: c for v, c in a[0].items() if c} if a is not None else None
+            if live is None or len(live) != 1 or next(iter(live.values())) != 1 or next(iter(live)) not in loops:
+                raise self.na(f"subscript {d} of '{x.name}' is not a loop index plus a constant", x)
+            u = next(iter(live))
+            if u in to_copy:
+                raise self.na(f"the loop index '{u}' appears in two subscripts of '{x.name}'", x)
+            to_copy[u] = _affine_expr([(names[d], 1)], -a[1])
+        if _and_terms(cond) is None:
+            raise self.na("the guard is not a conjunction (&) of comparisons", cond)
+        if not _index_vars(cond) <= set(to_copy):
+            raise self.na(f"the guard speaks of indices that are no subscript of '{x.name}'", cond)
+        return substitute(cond, to_copy)
+
+    def _guard(self, ctx: Context, st: A.Assign, name: str) -> tuple:
+        """(the guarded reads of ``name``, their one guard in the copy's coordinates, the
+        copy's index names, the masked tensor's name), or NotApplicable."""
+        info = ctx.result.tensors.get(name)
+        if info is None:
+            raise self.na(f"no tensor '{name}'", st)
+        if info.role != "input" or not info.shape:
+            raise self.na(f"'{name}' is not a kernel input with a shape; only those are masked "
+                          f"(a copy of an intermediate could read elements nobody wrote)", st)
+        calls = [n for n in A.walk(st.value) if isinstance(n, A.Call) and n.func == "if_then_else"
+                 and len(n.args) == 3 and isinstance(n.args[1], A.Access) and n.args[1].name == name]
+        if not calls:
+            raise self.na(f"the statement reads no '{name}' as if_then_else(guard, {name}_..., constant)", st)
+        masked = fresh_tensor(ctx.kernel)
+        taken = {p.name for p in ctx.kernel.inputs + ctx.kernel.outputs} | {
+            n.name for n in A.walk(ctx.kernel) if isinstance(n, (A.Access, A.Alloc))} | {masked}
+        pool = iter(c for c in "abcdefghmnpqrsuvwxyz" if c not in taken)
+        names = [next(pool) for _ in info.shape]
+        loops = {l.var for l in ctx.result.info(st).loops}
+        guards, fills = set(), set()
+        for call in calls:
+            fill = call.args[2]
+            if not (isinstance(fill, A.Const) or (isinstance(fill, A.Neg) and isinstance(fill.operand, A.Const))):
+                raise self.na("the value outside the guard is not a constant", call)
+            fills.add(fill)
+            guards.add(print_expr(self._mask(call, loops, names)))
+        if len(guards) != 1 or len(fills) != 1:
+            raise self.na(f"the guarded reads of '{name}' differ in their guard or their value outside it", st)
+        return calls, self._mask(calls[0], loops, names), names, masked
+
+    def plan(self, ctx: Context, args: dict) -> Rewrite:
+        st, spath = stmt_arg(self, ctx, args["stmt"])
+        name = args["tensor"]
+        calls, cond, names, masked = self._guard(ctx, st, name)
+        info = ctx.result.tensors[name]
+        src = A.Access(name, info.dtype, info.scope, tuple(var(u) for u in names))
+        copy = A.Assign(A.Access(masked, info.dtype, "g", tuple(var(u) for u in names)),
+                        A.Call("if_then_else", (cond, src, calls[0].args[2])))
+        nest = rebuild_chain([A.Loop("L", m, u, 0, ()) for u, m in zip(names, info.shape)], (copy,))
+
+        def unguard(x):
+            if isinstance(x, A.Call) and x in calls:
+                return A.Access(masked, info.dtype, "g", x.args[1].indices)
+            return x
+
+        hot = ctx.kernel.body[spath[0]]
+        new_st = replace(st, value=map_expr(st.value, unguard))
+        new_hot = _map_stmts(hot, lambda s: new_st if s is st else s)
+        kernel = replace_at(ctx.kernel, (spath[0],), [nest, new_hot])
+        ctx.recheck(self.name, kernel, st, message="the masked program would not check: {code} {message}")
+        return Rewrite(kernel, "bitwise", {"copy": f"N{spath[0]}.{names[0]}", "masked": masked},
+                       moved=carried(hot, (spath[0],), (spath[0] + 1,)))
+
+
+def _map_stmts_at(kernel: A.Kernel, spath: tuple, new_st: A.Assign) -> A.Kernel:
+    """``kernel`` with the statement at ``spath`` replaced by ``new_st``."""
+    old = get_at(kernel, spath)
+    return replace_at(kernel, (spath[0],), [_map_stmts(kernel.body[spath[0]], lambda s: new_st if s is old else s)])
+
+
 def _tile_strides(ctx, ref, name, d, n) -> set[int]:
     """Block sizes a tiled nest suggests: the coefficients (at least 2, dividing ``n``) of the
     loop indices in the subscripts of ``dim`` (``jo*32 + j`` suggests 32, which packs one
@@ -586,4 +817,4 @@ def _map_stmts(node, fn):
     return node
 
 
-__all__ = ["INNERMOST", "MAX_JAM", "PackInput", "PadInput", "UnrollAndJam"]
+__all__ = ["INNERMOST", "MAX_JAM", "DistributeGuard", "MaskInput", "PackInput", "PadInput", "UnrollAndJam"]
