@@ -92,6 +92,12 @@ step 4 — a convolution whose output width (30, or read at stride 2) has no vec
 vector over the output channels ``o``: the weights are packed to ``P_{oo,c,kh,kw,o}``, the
 input is one broadcast per tile row (``w``), ``cache_write(layout=loops)`` orders the tile
 ``[w, o]`` so the vector loop reads it at unit stride, and only the write-back is strided.
+When no layout tiles as it is, the first one is tried once more with its untiled dimension
+moved outermost and ``loop_peel``-ed (:func:`_peel_for_tiles`): ``j`` = 741 becomes a head of
+736 = 23 × 32 that is blocked as above and a 5-column remainder, with its own initialization
+nest, left to -O1 (matmul_irregular 11.7 -> 2.7 ms). Only where an operand is reused across
+the tile's rows and the remainder is at most 1/:data:`MAX_PEELED` of the loop (a slow tail of
+a short loop cost more than blocking saved).
 Then the nest is left to ``-O1``. The blocked nest runs in parallel over its first loop of
 more than one iteration (not a batch of 1).
 
@@ -318,20 +324,65 @@ class PipelineRun:
         return want if any(r == want for r, _, _ in iter_loops(self.res.kernel)) else None
 
 
-def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[tuple[str, int]] = ()) -> int:
+#: a peeled remainder is at most this fraction of its loop: it runs as -O1's scalar nest, about
+#: ten times slower per element than the blocked head, and adds launches (257 x 93 x 185 with a
+#: 25-column tail: 0.13 ms against 0.088 ms unblocked; 1025 x 369 x 741, 5 columns: 2.8 against 11.7)
+MAX_PEELED = 16
+
+
+def _peel_for_tiles(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles,
+                    peel: bool) -> tuple[Optional[int], Optional[int]]:
+    """The register tile ``(mr, nr)`` of nest ``idx``. A dimension that no tile divides
+    (``j`` = 741: no multiple of the vector width) is first moved outermost and
+    ``loop_peel``-ed at the largest multiple of the widest tile that fits twice, so the head nest (still
+    ``idx``) tiles and the remainder (741 % 32 = 5 columns) becomes a nest of its own after it,
+    left to -O1. None where a dimension is too short for even one tile, or where ``peel`` is
+    false or no operand read along ``j`` skips ``i``: without that reuse across the tile's rows
+    (depthwise_conv2d's input, a row sum's) the blocked head was slower than -O1's whole nest
+    (depthwise_conv2d 6.1 ms against 0.73)."""
+    st = next(s for r, s, _ in iter_stmts(run.res.kernel) if r == g.stmt)
+    reads = [n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target]
+    reused = any(_uses(a, g.j) and not _uses(a, g.i) for a in reads)
+    for v, want, step in ((g.j, tiles.nr, tiles.lanes), (g.i, tiles.mr, 1)):
+        chain = [l for l in nest_chain(run.res.kernel.body[idx])]
+        ext = {l.var: l.extent for l in chain}
+        # a smaller tile that divides beats a peeled remainder (tried: peeling where
+        # 4 * fit < 3 * want made conv_transpose2d and the row sums 1.8-3x slower)
+        if fit_tile(ext[v], want, step) is not None:
+            continue
+        if not (peel and reused):
+            run.res.log.append(f"nest N{idx}: no register tile divides {v}={ext[v]}")
+            return None, None
+        # the widest tile of which at least two fit; the remainder is peeled off
+        w = next((w for w in range(want - want % step, 1, -step) if ext[v] >= 2 * w and ext[v] % w), None)
+        if w is None or MAX_PEELED * (ext[v] % w) > ext[v]:
+            run.res.log.append(f"nest N{idx}: no register tile fits {v}={ext[v]} with a remainder of at most "
+                               f"1/{MAX_PEELED}")
+            return None, None
+        head = ext[v] - ext[v] % w
+        order = [v] + [l.var for l in chain if l.var != v]
+        if chain[0].var != v and run.step("loop_reorder", loop=f"N{idx}.{chain[0].var}", order=",".join(order)) is None:
+            return None, None
+        if run.step("loop_peel", loop=f"N{idx}.{v}", at=head) is None:
+            return None, None
+    ext = {l.var: l.extent for l in nest_chain(run.res.kernel.body[idx])}
+    return fit_tile(ext[g.i], tiles.mr, 1), fit_tile(ext[g.j], tiles.nr, tiles.lanes)
+
+
+def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[tuple[str, int]] = (),
+                peel: bool = False) -> int:
     """Register-block the GEMM-like nest ``idx`` (``packs``: its transposed operands, packed
-    along ``j`` after tiling). Returns how many nests it added before ``idx`` (the packing
+    along ``j`` after tiling; ``peel``: a remainder no tile divides may be peeled off,
+    :func:`_peel_for_tiles`). Returns how many nests it added before ``idx`` (the packing
     copies), or -1 if the nest was left to -O1."""
-    k = run.res.kernel
-    ext = {l.var: l.extent for l in nest_chain(k.body[idx])}
-    mr = fit_tile(ext[g.i], tiles.mr, 1)
-    nr = fit_tile(ext[g.j], tiles.nr, tiles.lanes)
+    mark = run.res.mark()
+    mr, nr = _peel_for_tiles(run, idx, g, tiles, peel)
     if mr is None or nr is None:
-        run.res.log.append(f"nest N{idx}: no register tile divides {g.i}={ext[g.i]}, {g.j}={ext[g.j]}")
+        run.res.undo(mark, f"nest N{idx}: not blocked along {g.i}, {g.j}")
         return -1
+    k = run.res.kernel
     target = next(s for r, s, _ in iter_stmts(k) if r == g.stmt).target
     j_last = target.indices[-1] == A.Var(g.j)
-    mark = run.res.mark()
     order = g.batch + [g.i, g.j] + g.reductions
     chain_vars = [l.var for l in nest_chain(k.body[idx])]
     ok = True
@@ -625,8 +676,11 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
         mark = run.res.mark()
         padded = _pad_guarded_inputs(run, idx) if gemm_like(run.res.kernel, run.res.result, idx,
                                                             unit_stride=False) else 0
-        for g, packs in _gemm_layouts(run.res.kernel, run.res.result, idx + padded):
-            added = _block_gemm(run, idx + padded, g, tiles, packs)
+        # every layout whole first; peeling a remainder off only when none tiles as it is
+        # (conv_transpose2d blocks over its output channels instead of peeling its width)
+        for g, packs, peel in ((g, packs, peel) for peel in (False, True)
+                               for g, packs in _gemm_layouts(run.res.kernel, run.res.result, idx + padded)):
+            added = _block_gemm(run, idx + padded, g, tiles, packs, peel)
             if added >= 0:
                 idx += padded + added
                 break
@@ -643,5 +697,5 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     return run.res
 
 
-__all__ = ["LIBM_CALLS", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
+__all__ = ["LIBM_CALLS", "MAX_PEELED", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
            "optimize", "partial_sums_site"]

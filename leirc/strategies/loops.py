@@ -1,6 +1,6 @@
 """Operator-level (loop schedule) strategies.
 
-Registered: ``loop_binding``, ``loop_fusion``, ``loop_parallelization``, ``loop_reorder``,
+Registered: ``loop_binding``, ``loop_fusion``, ``loop_parallelization``, ``loop_peel``, ``loop_reorder``,
 ``loop_split``, ``loop_tiling``, ``loop_unrolling``, ``loop_vectorization``,
 ``precompute_indices``, ``reduction_factorization``.
 
@@ -17,17 +17,20 @@ reassociated (exact in reals for ``+ - *``, bitwise for ``max``/``min``). Kind c
 
 from __future__ import annotations
 
+import copy
+import math
 from dataclasses import replace
 from typing import Callable
 
 from ..lang import ast as A
 from ..analysis.deps import EQ, GT, LT, direction_vectors, find_conflict, only_self_conflicts, refs_of
 from ..lang.checker import BLOCK_LIMITS, MAX_THREADS_PER_BLOCK, MAX_VECTOR_LANES, THREAD_LIMITS, StmtInfo, binding_axis
+from ..lang.types import is_float
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
 from .common import loop_arg as _loop_arg, loops_under as _loops_under
 from .common import rebuild_chain as _rebuild_chain, recheck_candidate as _recheck_candidate, stmt_arg as _stmt_arg
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
-from .rewrite import (add, carried, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr, mul, nest_chain,
+from .rewrite import (Path, add, carried, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr, mul, nest_chain,
                       ref_at, refs_at, rename_tensor, replace_at, stmt_ref, substitute, var)
 
 
@@ -73,6 +76,103 @@ class LoopSplit(Strategy):
         for j, b in enumerate(lp.body):
             moved.update(carried(b, path + (j,), path + (0, j)))
         return Rewrite(new, self.numerics, {"outer": refs[path], "inner": refs[path + (0,)]}, moved=moved)
+
+
+#: vector widths whose remainder ``loop_peel`` offers to peel off (``n - n % f``)
+PEEL_FACTORS = (4, 8, 16, 32)
+
+
+def _identity_const(identity, dtype: str) -> A.Expr:
+    if not is_float(dtype):
+        return A.Const(int(identity))
+    if math.isinf(identity):
+        return A.Neg(A.Const(math.inf)) if identity < 0 else A.Const(math.inf)
+    return A.Const(float(identity))
+
+
+@strategy("loop_peel", level="operator", numerics="bitwise", creates=("head", "tail"),
+          args=[Arg("loop", "loop", "serial or parallel loop to split in two, e.g. N0.j"),
+                Arg("at", "int", "iterations of the first part (between 1 and the extent - 1)")])
+class LoopPeel(Strategy):
+    """Split a loop's iteration space in two: ``K^{n}_{i=s}`` becomes ``K^{at}_{i=s}`` followed
+    by ``K^{n-at}_{i=s+at}``, both with the same body, index name and kind.
+
+    This is how a vector or register tile reaches an extent it does not divide: peeling
+    ``741 % 32`` iterations off ``j`` leaves a head of 736 that tiles by 32 and a tail of 5 for
+    scalar code. Iterations run in the same order (a parallel loop has no dependence between
+    iterations, so its two halves may run one after the other), so the rewrite is bitwise.
+    A reduction into ``X`` that the loop indexes (``C_{i,j} += ...`` under ``j``) is, in the
+    tail, a second statement into ``X``, which docs/language.md §6 reads as an update without
+    the identity initialization; an initialization nest between head and tail therefore sets
+    the tail's elements to the identity first (the same operations on the same values; the
+    tail stays a copy of the head, so a perfect nest stays perfect). That needs the
+    reduction's outermost reduction loop to be inside the peeled one (``L_k L_j [C_j += ...]``
+    peeled at ``j`` would initialize the tail's elements at ``k``'s entry, between the two
+    halves) and the target subscript to use only loops outside it. A reduction over the
+    peeled loop itself just continues in the tail, as an update of the head's partial result.
+
+    Before: \\kernel k(A:f32[6])->(C:f32[6]){L^{6}_{i=0}[C^{f32,g}_{i}=A^{f32,g}_{i}*2;];}
+    Args: loop=N0.i at=4
+    After: \\kernel k(A:f32[6])->(C:f32[6]){L^{4}_{i=0}[C^{f32,g}_{i}=A^{f32,g}_{i}*2;];L^{2}_{i=4}[C^{f32,g}_{i}=A^{f32,g}_{i}*2;];}
+    """
+
+    def sites(self, ctx):
+        out = []
+        for ref, lp, _ in ctx.loops():
+            ats = sorted({lp.extent - lp.extent % f for f in PEEL_FACTORS if lp.extent > f and lp.extent % f})
+            if lp.kind not in ("L", "P") or not ats:
+                continue
+            try:
+                self._inits(ctx, lp)
+            except NotApplicable:
+                continue
+            out.append(Site(self.name, {"loop": ref}, {"at": ats}, f"peel {lp.var} ({lp.extent})"))
+        return out
+
+    def _inits(self, ctx, lp: A.Loop) -> list:
+        """For every reduction under ``lp`` that ``lp`` indexes, the loops from ``lp`` down to
+        its outermost reduction loop (excluded) and the identity store (see the docstring)."""
+        out = []
+        for si in _inside(ctx, lp):
+            if si.kind != "reduce" or lp.var in si.reduce_vars:
+                continue
+            st = si.stmt
+            top = next(n for n, l in enumerate(si.loops) if l is lp)
+            first = next((n for n, l in enumerate(si.loops) if l is si.init_loop), len(si.loops))
+            if first < top:
+                raise self.na(f"'{st.target.name}' is reduced over loop '{si.loops[first].var}' outside "
+                              f"'{lp.var}': the tail's elements are initialized at its entry, before the head runs", lp)
+            outside = {l.var for l in si.loops[:first]}
+            used = {n.name for i in st.target.indices for n in A.walk(i) if isinstance(n, A.Var)}
+            if not used <= outside:
+                inner = sorted(used - outside)
+                raise self.na(f"'{st.target.name}' is indexed by {', '.join(inner)} inside its reduction loop "
+                              f"'{si.loops[first].var}': a store outside it cannot initialize the tail's elements", lp)
+            dtype = ctx.result.tensors[st.target.name].dtype
+            out.append((si.loops[top:first], A.Assign(replace(st.target, span=None), _identity_const(si.identity, dtype))))
+        return out
+
+    def plan(self, ctx, args):
+        lp, path = _loop_arg(self, ctx, args["loop"])
+        at = args["at"]
+        if lp.kind not in ("L", "P"):
+            raise self.na(f"loop '{lp.var}' is {A.LOOP_KIND_NAMES[lp.kind]}; only serial and parallel loops are peeled", lp)
+        if not 1 <= at < lp.extent:
+            raise self.na(f"'at' must be between 1 and {lp.extent - 1} (the loop has {lp.extent} iterations)", lp)
+        head = replace(lp, extent=at, span=None)
+        # fresh nodes: the checker's facts are keyed by node identity, and one statement object
+        # in both halves would get one (the tail's) kind
+        tail = replace(copy.deepcopy(lp), extent=lp.extent - at, start=lp.start + at, span=None)
+        inits = []
+        for loops, store in self._inits(ctx, lp):
+            nest = _rebuild_chain([replace(l, span=None) for l in loops], (store,))
+            inits.append(replace(nest, extent=tail.extent, start=tail.start))  # the tail's part of lp only
+        new = replace_at(ctx.kernel, path, [head, *inits, tail])
+        _recheck_candidate(self, ctx, new, lp)
+        tail_path = path[:-1] + (path[-1] + 1 + len(inits),)
+        refs = refs_at(new, [path, tail_path])
+        return Rewrite(new, self.numerics, {"head": refs[path], "tail": refs[tail_path]},
+                       moved=carried(lp, path, path))
 
 
 class _KindChange(Strategy):
