@@ -70,7 +70,9 @@ Every other sum/max/min reduction whose innermost loop ``k`` is a reduction loop
 unit stride (``A_{m,k}``, ``W_{j,k}``: GEMV, a GEMM with a transposed operand, row
 reductions) and has at least ``4 * lanes`` iterations gets ``vectorized_partial_sums``
 (one private partial result per lane, ``k = ko*lanes + kv``) and ``loop_vectorization``
-of the lane loop.
+of the lane loop. A reduction loop that no width divides is first ``loop_peel``-ed when the
+remainder is at most 1/:data:`MAX_PEELED` of it (a min over 255 columns: 240 in partial sums,
+then 15 scalar steps that continue the same reduction as an update).
 
 Then :func:`leirc.opt.o1.optimize` runs on the result (fusion, reordering, parallel and
 vector loops for the other nests; on a blocked nest it only marks a nested loop parallel,
@@ -440,9 +442,13 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     return added
 
 
-def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Optional[tuple[str, int]]:
+def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int,
+                      peel: bool = False) -> Optional[tuple[str, int]]:
     """(statement reference, lanes) of the first reduction worth splitting into vector
-    partial sums (module docstring), or None."""
+    partial sums (module docstring), or None. With ``peel``, (loop reference, iterations)
+    of the first such reduction whose loop no vector width divides but whose remainder is at
+    most 1/:data:`MAX_PEELED` of it (a min over 255 = 240 + 15): ``loop_peel`` there makes
+    the head a site."""
     private = {n for n, t in result.tensors.items() if t.private}
     for ref, st, _ in iter_stmts(kernel):
         si = result.info(st)
@@ -466,9 +472,16 @@ def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Opti
             unit = True
         if not unit:
             continue
-        fit = next((w for w in (lanes, lanes // 2, lanes // 4) if w >= 4 and k.extent % w == 0 and k.extent >= 4 * w), None)
-        if fit is not None:
-            return ref, fit
+        widths = [w for w in (lanes, lanes // 2, lanes // 4) if w >= 4 and k.extent >= 4 * w]
+        if not peel:
+            fit = next((w for w in widths if k.extent % w == 0), None)
+            if fit is not None:
+                return ref, fit
+        elif not any(k.extent % w == 0 for w in widths):
+            w = next((w for w in widths if MAX_PEELED * (k.extent % w) <= k.extent), None)
+            if w is not None:
+                loop = next(r for r, lp, _ in iter_loops(kernel) if lp is k)
+                return loop, k.extent - k.extent % w
     return None
 
 
@@ -639,12 +652,22 @@ def _target_vars(st: A.Assign) -> set:
 
 def _partial_sums(run: PipelineRun, lanes: int) -> None:
     for _ in range(64):  # each application removes one qualifying reduction
+        mark = run.res.mark()
         site = partial_sums_site(run.res.kernel, run.res.result, lanes)
         if site is None:
-            return
+            # a reduction loop no width divides: peel the remainder, the head is a site
+            peel = partial_sums_site(run.res.kernel, run.res.result, lanes, peel=True)
+            if peel is None or run.step("loop_peel", loop=peel[0], at=peel[1]) is None:
+                return
+            site = partial_sums_site(run.res.kernel, run.res.result, lanes)
+            if site is None:
+                run.res.undo(mark, f"{peel[0]}: peeled, but no partial sums")
+                return
         ref, width = site
         rw = run.step("vectorized_partial_sums", stmt=ref, lanes=width)
         if rw is None:
+            if len(run.res.steps) > mark[2]:
+                run.res.undo(mark, f"{ref}: peeled, but no partial sums")
             return
         part = rw.created["partial"]
         lane = next((r for r, lp, _ in iter_loops(run.res.kernel)

@@ -160,3 +160,21 @@ def test_o2_does_not_peel_a_remainder_that_is_a_large_part_of_its_loop():
     res = o2.optimize(kernel_of(src))
     assert "loop_peel" not in [s.name for s in res.steps]
     assert any(f"1/{o2.MAX_PEELED}" in line for line in res.log)
+
+
+def test_o2_peels_a_reduction_loop_no_vector_width_divides_into_partial_sums_and_a_tail():
+    from leirc.lang.printer import print_module
+    from leirc.opt import o2
+    from leirc.verify import verify
+
+    # torch.min(x, dim=2) of KernelBench L1-53: 255 = 240 in vector partial sums + 15 scalar steps
+    src = r"\kernel k(X:f32[8,255])->(M:f32[8]){L^{8}_{i=0}L^{255}_{j=0}[M^{f32,g}_{i}=min(M^{f32,g}_{i},X^{f32,g}_{i,j});];}"
+    k = kernel_of(src)
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    steps = [(s.name, s.kwargs) for s in res.steps[:2]]
+    assert steps == [("loop_peel", {"loop": "N0.j", "at": 240}), ("vectorized_partial_sums", {"stmt": "N0.S0", "lanes": 16})]
+    rep = verify(print_module(A.Module((res.kernel,)), "pretty"), src, target="llvm", seeds=(0, 1), dists=("normal",))
+    assert rep.equal and rep.bitwise, rep.failures
+    # 23 = 20 + 3 (only a width of 4 fits four times): a remainder above 1/16 of the loop is not peeled
+    wide = kernel_of(src.replace("255", "23"))
+    assert "loop_peel" not in [s.name for s in o2.optimize(wide, tiles=o2.Tiles(mr=8, nr=32, lanes=16)).steps]
