@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from leirc.lower import resolve_target
-from leirc.lower.libm import erf_f32, exp_f32, sigmoid_f32, tanh_f32
+from leirc.lower.libm import erf_f32, exp_f32, log_f32, sigmoid_f32, tanh_f32
 
 tvm = pytest.importorskip("tvm")
 
@@ -160,3 +160,42 @@ def test_tanh_is_within_one_ulp_of_the_correctly_rounded_result():
 
 def test_tanh_in_a_vector_loop_calls_nothing():
     assert not re.search(r"call\w*\s+\S*(tanh|exp)f?\b", _kernel(tanh_f32).mod.inspect_source("asm"))
+
+
+def test_log_is_within_one_ulp_of_the_correctly_rounded_result():
+    rng = np.random.default_rng(7)
+    x = np.concatenate([_inputs(8)[: N // 2], rng.uniform(0.5, 2.0, N // 4), np.abs(rng.normal(1, 1e-3, N // 4))])
+    x = x.astype(np.float32)  # every exponent (subnormals too), around 1, and next to 1
+    edges = np.array([0.0, -0.0, 1.0, -1.0, 1.0000001, 0.99999994, 1.4142135, 1.4142137, 2.0, 0.5,
+                      1e-45, 1e-38, 3.4028235e38, np.inf, -np.inf, np.nan], np.float32)
+    x[:len(edges)] = edges
+    with np.errstate(all="ignore"):
+        want = np.log(x.astype(np.float64)).astype(np.float32)
+    got = _run(_kernel(log_f32), x)
+    u = _ulps(got, want)
+    worst = np.argsort(-u)[:3]
+    assert u.max() <= 1 and (u == 0).mean() > 0.9999, (x[worst], got[worst], want[worst])
+    assert got[0] == -np.inf and got[1] == -np.inf and got[2] == 0.0 and np.isnan(got[3])
+    assert got[13] == np.inf and np.isnan(got[14]) and np.isnan(got[15])
+    assert np.isnan(got[x < 0]).all()
+
+
+def test_log_in_a_vector_loop_calls_nothing():
+    assert not re.search(r"call\w*\s+\S*logf?\b", _kernel(log_f32).mod.inspect_source("asm"))
+
+
+def test_nested_calls_evaluate_their_argument_once():
+    """log(1 + exp(x)), softplus: each function reads its argument several times, and a TIR tree
+    used twice is two copies; bound once, the nested call costs what its parts cost (the fused
+    activation chain of l1_xxx_activation_zoo was 1 MB of TIR and 50x slower before)."""
+    tirx = tvm.tirx
+    one = tirx.const(1.0, "float32")
+    a = tirx.decl_buffer((16,), "float32", "A")
+    v, u = tirx.BufferLoad(a, [0]), tirx.BufferLoad(a, [1])
+    nested = len(str(log_f32(tirx, one + exp_f32(tirx, v))))
+    # one copy of each (six copies of the exp, unbound: 59 KB)
+    assert nested < len(str(log_f32(tirx, u))) + len(str(exp_f32(tirx, v))) + 1000
+    got = _run(_kernel(lambda t, x: log_f32(t, one + exp_f32(t, x))), np.linspace(-5, 5, N, dtype=np.float32))
+    x = np.linspace(-5, 5, N, dtype=np.float32)
+    inner = np.float32(1.0) + np.exp(x.astype(np.float64)).astype(np.float32)  # the f32 steps, each rounded
+    assert _ulps(got, np.log(inner.astype(np.float64)).astype(np.float32)).max() <= 1

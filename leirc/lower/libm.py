@@ -4,7 +4,7 @@ TVM lowers ``exp`` on llvm to LLVM's ``llvm.exp`` intrinsic, and LLVM has no vec
 configured (TVM's ``cl-opt`` cannot set the enum option ``-vector-library``), so a vectorized
 loop pays one scalar ``expf`` call per lane; ``erf`` has no vector form at all (a ``V`` loop
 becomes the scalar loop). -O2 softmax ran at 0.23x PyTorch eager and gelu at 0.12x, most of
-the gap in those calls. :func:`exp_f32`, :func:`erf_f32` and :func:`tanh_f32` are pure arithmetic, so TVM's
+the gap in those calls. :func:`exp_f32`, :func:`erf_f32`, :func:`log_f32` and :func:`tanh_f32` are pure arithmetic, so TVM's
 vectorizer (``V`` loops) and LLVM's loop vectorizer turn them into vector code. Measured on 4M
 elements, inputs in [-20, 5] (exp) and [-3, 3] (erf), AVX-512: exp 4.5x faster than the libm
 calls at 2 threads (9.8x when a tenth of the results are subnormal), erf 11x at one thread.
@@ -24,7 +24,9 @@ against glibc's ``expf``. :func:`erf_f32` evaluates two f64 polynomials (below a
 test allows 1 ulp and finds more than 99.99% exact. :func:`tanh_f32` is ``1 - 2 / (e^{2|x|} + 1)``
 on the same f64 exp (with the sign of ``x``), and its odd Taylor series below |x| = 1/16, where that
 form would cancel: within ~2e-14 relative before the rounding to f32, tested like erf. (TVM's own
-``tanh`` is two f32 ``exp`` calls, scalar here, and cancels near 0.)
+``tanh`` is two f32 ``exp`` calls, scalar here, and cancels near 0.) :func:`log_f32` splits the
+exponent off the f64 bits and sums ``2 atanh(s)`` as an odd series (0 ulp from the correctly rounded
+log on the tested inputs but for near-midpoint cases, like exp).
 """
 
 from __future__ import annotations
@@ -57,6 +59,24 @@ ERF_LARGE = (
 )
 
 
+def _once(fn):
+    """Evaluate the argument once: these functions read ``x`` several times (the NaN test, the
+    sign, the range checks), and a TIR expression used twice is two copies of its tree; nested
+    calls (``log(1 + exp(x))`` in a fused chain of activations) multiplied a 1.6 KB LEIR body into
+    1 MB of TIR that ran 50x slower. A ``Let`` binds it to one variable. Only the argument: a
+    ``Let`` per intermediate (the reduced argument, each Horner variable) made TVM's vectorizer
+    take minutes on two nested calls (it revisits a ``Let``'s body, so the cost doubles per level)."""
+
+    def bound(tirx, x):
+        if isinstance(x, (tirx.Var, tirx.FloatImm)):
+            return fn(tirx, x)
+        v = tirx.Var("libm_x", "float32")  # every caller passes an f32 scalar expression
+        return tirx.Let(v, x, fn(tirx, v))
+
+    bound.__name__, bound.__doc__, bound.__qualname__ = fn.__name__, fn.__doc__, fn.__qualname__
+    return bound
+
+
 def _exp_f64(tirx, xd):
     """``e^x`` of a float64 TIR expression within ~1e-15 relative, ``x`` clamped to
     [-CLAMP, CLAMP] (a NaN operand is dropped by the clamp: callers pass NaN through)."""
@@ -69,11 +89,45 @@ def _exp_f64(tirx, xd):
     return p * two_k
 
 
+@_once
 def exp_f32(tirx, x):
     """``e^x`` of a float32 TIR expression: f64 arithmetic (no call) that TVM can vectorize."""
     e = _exp_f64(tirx, tirx.Cast("float64", x))
     # max/min drop a NaN operand (LLVM's maxnum), so a NaN input is passed through explicitly
     return tirx.Select(tirx.isnan(x), x, tirx.Cast("float32", e))
+
+
+#: log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 3 - 2 sqrt(2) = 0.1716 for m in
+#: [sqrt(1/2), sqrt(2)): the series to s^21 leaves 0.1716^22 / 23 ~ 6e-19 relative
+LOG_SERIES = tuple(2.0 / (2 * n + 1) for n in range(11))
+
+
+@_once
+def log_f32(tirx, x):
+    """``log(x)`` of a float32 TIR expression in f64 arithmetic (LLVM's ``llvm.log`` is one
+    scalar ``logf`` call per lane here). ``x = 2^k m`` from the f64 bits (an f32 subnormal is a
+    normal f64, so it needs no case of its own), ``m`` in [sqrt(1/2), sqrt(2)), ``log x = k ln 2 +
+    2 atanh((m - 1) / (m + 1))``; ``m - 1`` is exact, so the result stays relatively accurate
+    near ``x = 1``. ``log(0) = -inf``, negative inputs give NaN, ``log(inf) = inf``, NaN passes."""
+    f64, i64 = "float64", "int64"
+    xd = tirx.Cast(f64, x)
+    bits = tirx.reinterpret(i64, xd)
+    k = tirx.Cast(i64, tirx.shift_right(bits, tirx.const(52, i64))) - tirx.const(1023, i64)
+    mant = tirx.bitwise_or(tirx.bitwise_and(bits, tirx.const((1 << 52) - 1, i64)), tirx.const(1023 << 52, i64))
+    m = tirx.reinterpret(f64, mant)  # [1, 2)
+    big = m > tirx.const(math.sqrt(2.0), f64)
+    m = tirx.Select(big, m * tirx.const(0.5, f64), m)
+    kd = tirx.Cast(f64, k) + tirx.Select(big, tirx.const(1.0, f64), tirx.const(0.0, f64))
+    one = tirx.const(1.0, f64)
+    sv = (m - one) / (m + one)
+    logm = sv * _horner(tirx, LOG_SERIES, sv * sv, f64)
+    res = kd * tirx.const(LN2_HI, f64) + (kd * tirx.const(LN2_LO, f64) + logm)
+    zero = tirx.const(0.0, "float32")
+    out = tirx.Cast("float32", res)
+    out = tirx.Select(x == zero, tirx.const(-math.inf, "float32"), out)
+    out = tirx.Select(x < zero, tirx.const(math.nan, "float32"), out)
+    out = tirx.Select(tirx.isinf(x) & (x > zero), x, out)
+    return tirx.Select(tirx.isnan(x), x, out)
 
 
 #: below this |x|, tanh is its odd Taylor series to x^11 (the next term, 21844/6081075 x^13, is
@@ -85,6 +139,7 @@ TANH_SERIES = (1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 1559
 TANH_CLAMP = 20.0
 
 
+@_once
 def tanh_f32(tirx, x):
     """``tanh(x)`` of a float32 TIR expression in f64 arithmetic (TVM legalizes ``tanh`` into two
     ``exp`` calls, scalar ``expf`` per lane here, in f32: ``1 - e^{-2x}`` cancels near 0).
@@ -108,6 +163,7 @@ def _horner(tirx, coefs, s, dtype):
     return p
 
 
+@_once
 def erf_f32(tirx, x):
     """``erf(x)`` of a float32 TIR expression: f64 polynomials (no call; TVM has no vector
     erf, and its scalar ``erff`` kept -O2 gelu at 0.12x PyTorch eager)."""

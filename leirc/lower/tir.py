@@ -149,7 +149,7 @@ from ..lang.diagnostics import Diagnostic, warning
 from ..lang.types import DTYPE_BYTES, expr_type, is_float, promote, resolve
 from . import prep as P
 from ._tvm import tvm as _import_tvm
-from .libm import erf_f32, exp_f32, sigmoid_f32, tanh_f32
+from .libm import erf_f32, exp_f32, log_f32, sigmoid_f32, tanh_f32
 
 DTYPES = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
@@ -166,7 +166,7 @@ RESERVED_SYMBOLS = {
 
 #: CPU: f32 transcendentals computed inline (vectorizable) instead of by scalar libm calls,
 #: see :mod:`leirc.lower.libm` (f64 and CUDA keep TVM's intrinsics)
-INLINE_LIBM = {"exp": exp_f32, "erf": erf_f32, "sigmoid": sigmoid_f32, "tanh": tanh_f32}
+INLINE_LIBM = {"exp": exp_f32, "erf": erf_f32, "sigmoid": sigmoid_f32, "tanh": tanh_f32, "log": log_f32}
 
 #: unrolled code-size budget (statement copies) for ``U`` loops
 UNROLL_BUDGET = 256

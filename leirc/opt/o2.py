@@ -47,8 +47,8 @@ Before any of this, an **expensive intrinsic computed twice** — ``exp``, ``log
 ``tanh``, ``sigmoid`` or ``pow`` of the same operands in two nests that -O1's fusion leaves
 apart, e.g. softmax's ``exp(X_{i,j} - Rmax_i)`` in the normalizer's sum and again in the output
 — is computed once into a new intermediate (``common_subexpression_elimination``, bitwise).
-``log`` and ``pow`` are one scalar libm call per lane on CPU (LLVM has no vector
-library here); ``exp``, ``erf``, ``sigmoid`` and ``tanh`` are inline f64 vector code
+``pow`` is one scalar libm call per lane on CPU (LLVM has no vector
+library here); ``exp``, ``log``, ``erf``, ``sigmoid`` and ``tanh`` are inline f64 vector code
 (:mod:`leirc.lower.libm`) that still costs more than a store and a reload (softmax: 5.5 ms with
 one exp, 6.6 ms with two). Occurrences that end up in one fused loop body are left alone: LLVM
 computes a pure expression once per iteration there, and the stored copy would only add a write
@@ -486,8 +486,8 @@ def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int,
 
 
 #: intrinsics that cost more than storing and reloading their value: the scalar libm calls of
-#: the CPU build (``log``, ``pow``: LLVM has no vector library here, so ``llvm.log.v16f32``
-#: becomes 16 ``logf`` calls) and the inline ``exp``/``erf``/``sigmoid``/``tanh`` of
+#: the CPU build (``pow``: LLVM has no vector library here, so ``llvm.pow.v16f32`` becomes 16
+#: ``powf`` calls) and the inline ``exp``/``log``/``erf``/``sigmoid``/``tanh`` of
 #: :mod:`leirc.lower.libm` (about 35 f64 operations per 8 lanes for exp; softmax at -O2: 5.5 ms
 #: computing exp once, 6.6 ms twice); ``sqrt`` and ``rsqrt`` are instructions and not in the list
 LIBM_CALLS = frozenset({"exp", "log", "erf", "tanh", "sigmoid", "pow"})
