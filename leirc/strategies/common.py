@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from ..lang import ast as A
 from ..lang.checker import check_kernel
+from ..lang.types import is_float
 from .base import Context, Strategy
 from .rewrite import find_loop, find_stmt, iter_loops, iter_stmts
 
@@ -94,3 +95,13 @@ def stmts_under(items) -> list[A.Assign]:
         elif isinstance(it, (A.Loop, A.Region)):
             out.extend(stmts_under(it.body))
     return out
+
+
+def identity_const(identity, dtype: str) -> A.Expr:
+    """The literal of a reduction's identity (0, 1, -inf, inf) in ``dtype``'s kind; an
+    infinity is written ``inf`` / ``-inf`` (a literal is never negative)."""
+    if not is_float(dtype):
+        return A.Const(int(identity))
+    if math.isinf(identity):
+        return A.Neg(A.Const(math.inf)) if identity < 0 else A.Const(math.inf)
+    return A.Const(float(identity))

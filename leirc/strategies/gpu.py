@@ -18,8 +18,9 @@ from ..analysis.deps import may_touch, refs_of
 from ..lang import ast as A
 from ..lang.affine import affine
 from ..lang.checker import SHARED_BYTES_LIMIT, binding_axis
-from ..lang.types import DTYPE_BYTES, is_float
+from ..lang.types import DTYPE_BYTES
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
+from .common import identity_const
 from .rewrite import (
     add,
     divisors,
@@ -425,7 +426,7 @@ class SharedMemoryTiling(Strategy):
 
         value = map_expr(form.stmt.value, stage)  # staged reads are matched before the split
         stmt = per_thread(substitute(replace(form.stmt, value=value), split))
-        ident = A.Const(float(form.identity) if is_float(acc.dtype) else int(form.identity))
+        ident = identity_const(form.identity, acc.dtype)
         init = under_threads([chain(form.inner, [A.Assign(per_thread(form.stmt.target), ident)])])
         compute = under_threads([chain((replace(form.red, extent=kt, var=ki),) + form.inner, [stmt])])
         # one nest loads every tile: a single barrier between the loads and the compute

@@ -18,16 +18,14 @@ reassociated (exact in reals for ``+ - *``, bitwise for ``max``/``min``). Kind c
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import replace
 from typing import Callable
 
 from ..lang import ast as A
 from ..analysis.deps import EQ, GT, LT, direction_vectors, find_conflict, only_self_conflicts, refs_of
 from ..lang.checker import BLOCK_LIMITS, MAX_THREADS_PER_BLOCK, MAX_VECTOR_LANES, THREAD_LIMITS, StmtInfo, binding_axis
-from ..lang.types import is_float
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
-from .common import loop_arg as _loop_arg, loops_under as _loops_under
+from .common import identity_const as _identity_const, loop_arg as _loop_arg, loops_under as _loops_under
 from .common import rebuild_chain as _rebuild_chain, recheck_candidate as _recheck_candidate, stmt_arg as _stmt_arg
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .rewrite import (Path, add, carried, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr, mul, nest_chain,
@@ -80,14 +78,6 @@ class LoopSplit(Strategy):
 
 #: vector widths whose remainder ``loop_peel`` offers to peel off (``n - n % f``)
 PEEL_FACTORS = (4, 8, 16, 32)
-
-
-def _identity_const(identity, dtype: str) -> A.Expr:
-    if not is_float(dtype):
-        return A.Const(int(identity))
-    if math.isinf(identity):
-        return A.Neg(A.Const(math.inf)) if identity < 0 else A.Const(math.inf)
-    return A.Const(float(identity))
 
 
 @strategy("loop_peel", level="operator", numerics="bitwise", creates=("head", "tail"),
