@@ -346,7 +346,7 @@ def _peel_for_tiles(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles,
     reads = [n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target]
     reused = any(_uses(a, g.j) and not _uses(a, g.i) for a in reads)
     for v, want, step in ((g.j, tiles.nr, tiles.lanes), (g.i, tiles.mr, 1)):
-        chain = [l for l in nest_chain(run.res.kernel.body[idx])]
+        chain = nest_chain(run.res.kernel.body[idx])
         ext = {l.var: l.extent for l in chain}
         # a smaller tile that divides beats a peeled remainder (tried: peeling where
         # 4 * fit < 3 * want made conv_transpose2d and the row sums 1.8-3x slower)
@@ -442,13 +442,9 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     return added
 
 
-def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int,
-                      peel: bool = False) -> Optional[tuple[str, int]]:
-    """(statement reference, lanes) of the first reduction worth splitting into vector
-    partial sums (module docstring), or None. With ``peel``, (loop reference, iterations)
-    of the first such reduction whose loop no vector width divides but whose remainder is at
-    most 1/:data:`MAX_PEELED` of it (a min over 255 = 240 + 15): ``loop_peel`` there makes
-    the head a site."""
+def _partial_sums_candidates(kernel: A.Kernel, result: CheckResult, lanes: int):
+    """(statement reference, its innermost loop, the vector widths that fit four times) of
+    every reduction that vector partial sums apply to (module docstring), in program order."""
     private = {n for n, t in result.tensors.items() if t.private}
     for ref, st, _ in iter_stmts(kernel):
         si = result.info(st)
@@ -472,16 +468,29 @@ def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int,
             unit = True
         if not unit:
             continue
-        widths = [w for w in (lanes, lanes // 2, lanes // 4) if w >= 4 and k.extent >= 4 * w]
-        if not peel:
-            fit = next((w for w in widths if k.extent % w == 0), None)
-            if fit is not None:
-                return ref, fit
-        elif not any(k.extent % w == 0 for w in widths):
-            w = next((w for w in widths if MAX_PEELED * (k.extent % w) <= k.extent), None)
-            if w is not None:
-                loop = next(r for r, lp, _ in iter_loops(kernel) if lp is k)
-                return loop, k.extent - k.extent % w
+        yield ref, k, [w for w in (lanes, lanes // 2, lanes // 4) if w >= 4 and k.extent >= 4 * w]
+
+
+def partial_sums_site(kernel: A.Kernel, result: CheckResult, lanes: int) -> Optional[tuple[str, int]]:
+    """(statement reference, lanes) of the first reduction worth splitting into vector
+    partial sums (module docstring), or None."""
+    for ref, k, widths in _partial_sums_candidates(kernel, result, lanes):
+        fit = next((w for w in widths if k.extent % w == 0), None)
+        if fit is not None:
+            return ref, fit
+    return None
+
+
+def partial_sums_peel(kernel: A.Kernel, result: CheckResult, lanes: int) -> Optional[tuple[str, int]]:
+    """(loop reference, iterations) of the first such reduction whose loop no vector width
+    divides but whose remainder is at most 1/:data:`MAX_PEELED` of it (a min over 255 = 240 +
+    15): ``loop_peel`` there makes the head a :func:`partial_sums_site`."""
+    for _, k, widths in _partial_sums_candidates(kernel, result, lanes):
+        if any(k.extent % w == 0 for w in widths):
+            continue
+        w = next((w for w in widths if MAX_PEELED * (k.extent % w) <= k.extent), None)
+        if w is not None:
+            return next(r for r, lp, _ in iter_loops(kernel) if lp is k), k.extent - k.extent % w
     return None
 
 
@@ -656,7 +665,7 @@ def _partial_sums(run: PipelineRun, lanes: int) -> None:
         site = partial_sums_site(run.res.kernel, run.res.result, lanes)
         if site is None:
             # a reduction loop no width divides: peel the remainder, the head is a site
-            peel = partial_sums_site(run.res.kernel, run.res.result, lanes, peel=True)
+            peel = partial_sums_peel(run.res.kernel, run.res.result, lanes)
             if peel is None or run.step("loop_peel", loop=peel[0], at=peel[1]) is None:
                 return
             site = partial_sums_site(run.res.kernel, run.res.result, lanes)
@@ -721,4 +730,4 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
 
 
 __all__ = ["LIBM_CALLS", "MAX_PEELED", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
-           "optimize", "partial_sums_site"]
+           "optimize", "partial_sums_peel", "partial_sums_site"]
