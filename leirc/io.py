@@ -15,8 +15,13 @@ from __future__ import annotations
 import contextlib
 import io as _stdio
 import os
+import sqlite3
 import stat
 import tempfile
+import time
+from typing import Callable, TypeVar
+
+_T = TypeVar("_T")
 
 
 def write_atomic(path: str, data: bytes | str, *, mode: int | None = None) -> None:
@@ -75,3 +80,33 @@ def load_npz(path: str) -> dict:
 
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+def sqlite_busy(error: BaseException) -> bool:
+    """Whether ``error`` says another connection holds the database (worth waiting for), as
+    opposed to a file that is damaged or not a database at all."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(error) or "busy" in str(error)
+
+
+def open_sqlite_when_free(connect: Callable[[], _T], timeout_s: float) -> _T:
+    """Call ``connect`` until it does not fail with a busy database, for up to ``timeout_s``.
+
+    Switching a new file to WAL needs the database to itself, and SQLite answers "locked" at
+    once there instead of calling its busy handler, so processes that open one fresh database
+    together would otherwise fail (or, worse, take the lock for damage). ``connect`` must
+    close what it opened before raising."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            return connect()
+        except sqlite3.OperationalError as e:
+            if not sqlite_busy(e) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)

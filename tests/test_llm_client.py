@@ -20,6 +20,7 @@ from leirc.llm import Completion, LLMClient, LLMConfig, LLMError, config_from, l
 from leirc.llm.cache import PromptCache, cache_key
 from llm_server import (Reply, ScriptedLLMServer, echo_auth, hang, huge, llm_server, ok, rate_limited,  # noqa: F401
                         raw, server_error, slow)
+from same_instant import run_together
 
 MESSAGES = [{"role": "system", "content": "you optimize LEIR kernels"},
             {"role": "user", "content": "propose one step for kernel matmul"}]
@@ -375,6 +376,27 @@ def test_two_processes_can_share_one_cache(tmp_path):
         assert hit is not None and hit.text == "t59"
     finally:
         cache.close()
+
+
+def test_processes_opening_one_new_cache_at_the_same_instant_all_succeed(tmp_path):
+    # SQLite answers "locked" at once, without its busy handler, to the second process switching a
+    # fresh file to WAL; released together, several openers hit that in most rounds
+    rounds, openers = 6, 3
+    run_together(tmp_path, """
+        import os
+        from leirc.llm.cache import PromptCache, cache_key
+        c = PromptCache(os.path.join(base, f"fresh-{r}.sqlite"))
+        msgs = [{"role": "user", "content": tag}]
+        c.put(cache_key("m", msgs, 0, 10, 0), model="m", messages=msgs, temperature=0, max_tokens=10, seed=0,
+              text=tag, prompt_tokens=1, completion_tokens=1, truncated=False, estimated=False)
+        c.close()
+    """, processes=openers, rounds=rounds)
+    for r in range(rounds):
+        cache = PromptCache(str(tmp_path / f"fresh-{r}.sqlite"))
+        try:
+            assert len(cache) == openers
+        finally:
+            cache.close()
 
 
 # -- ensembles and accounting -------------------------------------------------------------------------

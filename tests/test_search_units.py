@@ -27,6 +27,7 @@ from leirc.search.reuse import adapt, portable, replay_adapted, signature
 from leirc.search.store import ConfigMismatch, SearchStore
 from leirc.search.suggest import suggest
 from leirc.strategies import Step
+from same_instant import run_together
 
 MATMUL = r"""\kernel mm(A: f32[128, 96], B: f32[96, 64]) -> (C: f32[128, 64]) {
   L^{128}_{i=0} L^{64}_{j=0} L^{96}_{k=0} [ C^{f32,g}_{i,j} = C^{f32,g}_{i,j} + A^{f32,g}_{i,k}*B^{f32,g}_{k,j}; ];
@@ -184,6 +185,24 @@ def test_corrupt_memory_is_moved_aside_and_rebuilt(tmp_path):
     assert len(warnings) == 1 and "corrupt" in warnings[0]
     assert any(n.startswith("m.sqlite.corrupt-") for n in os.listdir(tmp_path))
     assert Memory(str(path)).local["loop_reorder"][1].tries == 1
+
+
+def test_processes_opening_one_new_memory_together_wait_instead_of_moving_it_aside(tmp_path):
+    # a "locked" answer while another process switches the fresh file to WAL is not damage:
+    # moving the file aside then would drop what the other process writes into it
+    rounds, openers = 5, 3
+    run_together(tmp_path, """
+        import os
+        from leirc.search.memory import Memory
+        warnings = []
+        m = Memory(os.path.join(base, f"m-{r}.sqlite"), warn=warnings.append)
+        m.record([], "loop_reorder", 0.1)
+        m.close()
+        assert not warnings, warnings
+    """, processes=openers, rounds=rounds)
+    assert not [n for n in os.listdir(tmp_path) if ".corrupt" in n]
+    for r in range(rounds):
+        assert Memory(str(tmp_path / f"m-{r}.sqlite")).local["loop_reorder"][1].tries == openers
 
 
 def test_store_refuses_to_resume_other_options(tmp_path):

@@ -7,7 +7,7 @@ max_tokens, seed); the base URL is deliberately not part of it, so a cache recor
 one server replays against none. Nothing secret is stored: no API key, no headers.
 
 SQLite gives the atomic writes (one transaction per ``put``) and cross-process safety (WAL,
-``busy_timeout``). A file that is not a readable database is moved aside, with a warning,
+``busy_timeout``, and a wait while another process is switching a new file to WAL). A file that is not a readable database is moved aside, with a warning,
 and a fresh cache is built in its place: a cache is an optimization, losing it must not stop
 a search.
 """
@@ -22,6 +22,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
+
+from ..io import open_sqlite_when_free
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
@@ -120,7 +122,7 @@ class PromptCache:
 
     def _try_connect(self) -> sqlite3.Connection:
         try:
-            return self._connect()
+            return open_sqlite_when_free(self._connect, BUSY_TIMEOUT_MS / 1000)
         except sqlite3.OperationalError as e:
             # locked, unwritable, no such directory: the file may be fine, so leave it alone
             raise CacheError(f"cannot open the LLM cache {self.path}: {e}") from None
