@@ -2,7 +2,9 @@
 
 * ``cache_write``: a reduction accumulates in a private tile per iteration of a loop;
 * ``vectorized_partial_sums``: a reduction's innermost loop is split into one private
-  partial result per vector lane (rfactor by the vector width).
+  partial result per vector lane (rfactor by the vector width);
+* ``privatize``: an intermediate used only inside a loop, one slice per iteration, becomes a
+  private tensor of that loop (array contraction).
 
 ``cache_write`` is TVM's ``cache_write`` + ``compute_at`` in one checked rewrite: a
 reduction accumulates, in every iteration of a chosen loop, into a small private tile
@@ -19,7 +21,8 @@ from ..lang import ast as A
 from ..lang.affine import affine
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .common import loop_arg, stmt_arg, stmts_under
-from .rewrite import find_loop, fresh_index, fresh_tensor, loop_ref, replace_at, substitute, used_names
+from .rewrite import (find_loop, fresh_index, fresh_tensor, iter_items, loop_ref, map_expr, replace_at, stmts_in,
+                      substitute, tensors_read, tensors_written, used_names)
 
 
 def _linear(terms: list[tuple[str, int]], const: int) -> A.Expr:
@@ -256,3 +259,94 @@ class VectorizedPartialSums(Strategy):
         kernel = replace_at(ctx.kernel, rpath, new_items)
         ctx.recheck(self.name, kernel, st, message="the split program would not check: {code} {message}")
         return Rewrite(kernel, "bitwise" if si.op in ("max", "min") else "exact-in-reals", created={"partial": name})
+
+
+def _accesses(node, name: str) -> list[A.Access]:
+    """Every access of tensor ``name`` under ``node``: targets, values and subscripts."""
+    return [n for st in stmts_in(node) for n in A.walk(st) if isinstance(n, A.Access) and n.name == name]
+
+
+@strategy("privatize", level="memory", numerics="bitwise",
+          args=[Arg("tensor", "tensor", "intermediate tensor used only inside the loop"),
+                Arg("loop", "loop", "loop whose every iteration gets its own copy, e.g. N0.i"),
+                Arg("scope", "choice", "memory of the copy: l (registers / stack, per thread) or s (per block)",
+                    choices=("l", "s"), default="l")])
+class Privatize(Strategy):
+    """Give every iteration of a loop its own copy of the slice of an intermediate it uses.
+
+    ``tensor`` is an intermediate (not a kernel parameter, not already private) whose every
+    access lies inside ``loop`` and has the loop's index itself as the same subscript ``d``.
+    Then each iteration of ``loop`` reads and writes only its own slice ``d = i``, so no value
+    flows between iterations, and the slice can be a private tensor allocated at the start of
+    the loop's body (``\\alloc``, fresh per iteration) with dimension ``d`` dropped: the array
+    contraction that keeps a row's intermediate in cache (softmax's ``exp(X - max)`` stored for
+    the sum and the normalisation) instead of writing the whole tensor to memory and reading it
+    back. A tensor read before it is written in an iteration would read another iteration's
+    slice, or nothing: the recheck rejects it (E018). Only where the values live changes: bitwise.
+
+    Before: \\kernel k(A:f32[4,8])->(C:f32[4,8]){L^{4}_{i=0}[L^{8}_{j=0}[D^{f32,g}_{i,j}=A^{f32,g}_{i,j}*2;];L^{8}_{j=0}[C^{f32,g}_{i,j}=D^{f32,g}_{i,j}+D^{f32,g}_{i,7-j};];];}
+    Args: tensor=D loop=N0.i
+    After: \\kernel k(A:f32[4,8])->(C:f32[4,8]){L^{4}_{i=0}[\\alloc D^{f32,l}[8];L^{8}_{j=0}[D^{f32,l}_{j}=A^{f32,g}_{i,j}*2;];L^{8}_{j=0}[C^{f32,g}_{i,j}=D^{f32,l}_{j}+D^{f32,l}_{7-j};];];}
+    """
+
+    def _dim(self, ctx: Context, name: str, at: A.Loop) -> int:
+        """The subscript of ``name`` that is ``at``'s index in every access, or NotApplicable."""
+        info = ctx.result.tensors.get(name)
+        if info is None:
+            raise self.na(f"no tensor '{name}'")
+        if info.role != "intermediate":
+            raise self.na(f"'{name}' is a kernel {info.role}; parameters live in global memory")
+        allocs = [(p, n) for p, n in iter_items(ctx.kernel) if isinstance(n, A.Alloc) and n.name == name]
+        if any(len(p) > 1 for p, _ in allocs):
+            raise self.na(f"'{name}' is already private to a loop")
+        inside = _accesses(at, name)
+        if not inside or len(inside) != len(_accesses(ctx.kernel, name)):
+            raise self.na(f"'{name}' is used outside loop '{at.var}': its values live across the loop's iterations", at)
+        dims = None
+        for acc in inside:
+            here = {d for d, i in enumerate(acc.indices) if isinstance(i, A.Var) and i.name == at.var}
+            dims = here if dims is None else dims & here
+        if not dims:
+            raise self.na(f"no subscript of '{name}' is '{at.var}' in every access: iterations of '{at.var}' "
+                          f"would share elements", at)
+        return min(dims)
+
+    def sites(self, ctx: Context) -> list[Site]:
+        out = []
+        for lref, at, lpath in ctx.loops():  # only the anchors in focus (a cursor listing)
+            for name in sorted(tensors_read(at) | tensors_written(at)):
+                if not ctx.wants_tensor(name):
+                    continue
+                scopes = []
+                for scope in ("l", "s"):
+                    try:
+                        self.plan(ctx, {"tensor": name, "loop": lref, "scope": scope})
+                    except NotApplicable:
+                        continue
+                    scopes.append(scope)
+                if scopes:
+                    out.append(Site(self.name, {"tensor": name, "loop": lref}, {"scope": scopes},
+                                    f"a private {name} per iteration of {lref}"))
+        return out
+
+    def plan(self, ctx: Context, args: dict) -> Rewrite:
+        at, lpath = loop_arg(self, ctx, args["loop"])
+        name, scope = args["tensor"], args.get("scope", "l")
+        d = self._dim(ctx, name, at)
+        info = ctx.result.tensors[name]
+        if info.shape is None:
+            raise self.na(f"the shape of '{name}' is not known")
+        shape = tuple(n for k, n in enumerate(info.shape) if k != d)
+
+        def drop(e):
+            if isinstance(e, A.Access) and e.name == name:
+                return replace(e, scope=scope, indices=e.indices[:d] + e.indices[d + 1:])
+            return e
+
+        new_at = replace(at, body=(A.Alloc(name, info.dtype, scope, shape),) + tuple(map_expr(b, drop) for b in at.body))
+        kernel = replace_at(ctx.kernel, lpath, new_at)
+        top = tuple(it for it in kernel.body if not (isinstance(it, A.Alloc) and it.name == name))
+        if len(top) != len(kernel.body):  # a declared intermediate: its declaration moves into the loop
+            kernel = replace(kernel, body=top)
+        ctx.recheck(self.name, kernel, at, message="the privatized program would not check: {code} {message}")
+        return Rewrite(kernel, "bitwise")
