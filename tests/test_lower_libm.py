@@ -47,12 +47,14 @@ def _ulps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x) & np.isnan(y), 0, np.abs(ordered(x) - ordered(y)))
 
 
-def assert_within_one_ulp(x: np.ndarray, got: np.ndarray, want: np.ndarray) -> None:
-    """At most 1 ulp from the correctly rounded ``want`` and equal to it on more than 99.99% of
-    the inputs (it misses only where the f64 result lies next to a rounding midpoint)."""
+def assert_within_one_ulp(x: np.ndarray, got: np.ndarray, want: np.ndarray, exact: float = 0.9999) -> None:
+    """At most 1 ulp from the correctly rounded ``want`` and equal to it on more than ``exact`` of
+    the inputs (an f64 evaluation misses only where its result lies next to a rounding midpoint:
+    99.99%; an f32 one rounds several times)."""
     u = _ulps(got, want)
     worst = np.argsort(-u)[:3]
-    assert u.max() <= 1 and (u == 0).mean() > 0.9999, (x[worst], got[worst], want[worst])
+    assert u.max() <= 1, (x[worst], got[worst], want[worst])
+    assert (u == 0).mean() > exact
 
 
 def _inputs(seed: int) -> np.ndarray:
@@ -73,14 +75,21 @@ def exp_kernel():
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_exp_is_correctly_rounded_on_millions_of_inputs(exp_kernel, seed):
+def test_exp_is_within_one_ulp_on_millions_of_inputs(exp_kernel, seed):
+    """f32 arithmetic: faithful (at most 1 ulp) everywhere, subnormal results included, and
+    the correctly rounded result on most inputs (~95%; the f64 version it replaced was
+    correctly rounded but for near-midpoints, at half the vector width)."""
     x = _inputs(seed)
     with np.errstate(all="ignore"):
         want = np.exp(x.astype(np.float64)).astype(np.float32)
     got = _run(exp_kernel, x)
     u = _ulps(got, want)
     worst = np.argsort(-u)[:3]
-    assert u.max() == 0, (x[worst], got[worst], want[worst])
+    assert u.max() <= 1, (x[worst], got[worst], want[worst])
+    finite = (x > -87) & (x < 88)
+    assert (u[finite] == 0).mean() > 0.93
+    sub = (want > 0) & (want < np.finfo(np.float32).tiny)
+    assert sub.sum() > 1000 and u[sub].max() <= 1  # the integer path of the subnormal results
     assert np.isnan(got[np.isnan(x)]).all() and got[x == np.inf].tolist() == [np.inf] * int((x == np.inf).sum())
 
 
@@ -95,14 +104,12 @@ def test_exp_special_values_and_edges(exp_kernel):
     assert got[8] == np.float32(np.e)
 
 
-def test_exp_is_not_less_accurate_than_libm(exp_kernel):
-    """TVM's own lowering (``llvm.exp``: glibc's ``expf`` per lane) on the same inputs: the
-    inline version is never further from the correctly rounded result."""
+def test_exp_is_within_one_ulp_of_libm(exp_kernel):
+    """TVM's own lowering (``llvm.exp``: glibc's ``expf`` per lane, correctly rounded in practice)
+    on the same inputs: the inline version never differs from it by more than 1 ulp."""
     libm = _kernel(lambda tirx, v: tirx.exp(v))
     x = _inputs(2)
-    with np.errstate(all="ignore"):
-        want = np.exp(x.astype(np.float64)).astype(np.float32)
-    assert (_ulps(_run(exp_kernel, x), want) <= _ulps(_run(libm, x), want)).all()
+    assert _ulps(_run(exp_kernel, x), _run(libm, x)).max() <= 1
 
 
 def test_exp_in_a_vector_loop_calls_nothing(exp_kernel):
@@ -134,7 +141,7 @@ def test_erf_is_within_one_ulp_of_the_correctly_rounded_result():
     want = np.array([math.erf(v) if math.isfinite(v) else (math.copysign(1.0, v) if math.isinf(v) else v)
                      for v in x.astype(np.float64).tolist()]).astype(np.float32)
     got = _run(_kernel(erf_f32), x)
-    assert_within_one_ulp(x, got, want)
+    assert_within_one_ulp(x, got, want, exact=0.94)  # f32 arithmetic: ~95.8% exact
     assert np.signbit(got[1]) and got[1] == 0.0  # erf(-0) = -0
     assert got[np.isinf(x)].tolist() == [1.0, -1.0] and np.isnan(got[np.isnan(x)]).all()
 
@@ -199,5 +206,5 @@ def test_nested_calls_evaluate_their_argument_once():
     assert nested < len(str(log_f32(tirx, u))) + len(str(exp_f32(tirx, v))) + 1000
     got = _run(_kernel(lambda t, x: log_f32(t, one + exp_f32(t, x))), np.linspace(-5, 5, N, dtype=np.float32))
     x = np.linspace(-5, 5, N, dtype=np.float32)
-    inner = np.float32(1.0) + np.exp(x.astype(np.float64)).astype(np.float32)  # the f32 steps, each rounded
+    inner = np.float32(1.0) + _run(_kernel(exp_f32), x)  # the f32 steps, each rounded
     assert _ulps(got, np.log(inner.astype(np.float64)).astype(np.float32)).max() <= 1
