@@ -220,6 +220,22 @@ def test_partial_sums_of_a_gemv():
     assert replay(k, res.steps) == res.kernel
 
 
+GEMV_COLUMN = (r"\kernel k(A:f32[64,2048],B:f32[2048,{n}])->(Y:f32[64,1]){{"
+               r"L^{{64}}_{{i=0}}L^{{2048}}_{{k=0}}[Y^{{f32,g}}_{{i,0}}=Y^{{f32,g}}_{{i,0}}+A^{{f32,g}}_{{i,k}}*B^{{f32,g}}_{{k,0}};];}}")
+
+
+def test_partial_sums_of_a_gemv_whose_vector_is_a_column():
+    # torch's A @ B with B of shape [K, 1] reads B_{k,0}: unit stride in memory although k is not
+    # in B's last subscript (l1_004_gemv had its sum vectorized across rows, read at stride 128)
+    k = kernel_of(GEMV_COLUMN.format(n=1))
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    assert [s.name for s in res.steps][:2] == ["vectorized_partial_sums", "loop_vectorization"]
+    assert replay(k, res.steps) == res.kernel
+    # a column of a wider matrix is strided (4 elements per k): no vector partial sums
+    res = o2.optimize(kernel_of(GEMV_COLUMN.format(n=4)), tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    assert "vectorized_partial_sums" not in [s.name for s in res.steps]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_every_stdlib_kernel_builds_and_verifies_on_llvm(name):

@@ -1,5 +1,6 @@
 """``-O2``: repeated libm calls computed once, passes over the same rows fused, register blocking for GEMM-like
-nests, vector partial sums for other reductions, then ``-O1`` and vector loops inside fused row loops.
+nests, vector partial sums for other reductions, row intermediates private to their row loop, then ``-O1`` and
+vector loops inside fused row loops.
 
 A fixed pipeline of ordinary, checked strategy steps (every step recorded; one that does
 not apply is skipped and logged). For each top-level nest that is **GEMM-like** — a
@@ -48,9 +49,9 @@ Before any of this, an **expensive intrinsic computed twice** — ``exp``, ``log
 apart, e.g. softmax's ``exp(X_{i,j} - Rmax_i)`` in the normalizer's sum and again in the output
 — is computed once into a new intermediate (``common_subexpression_elimination``, bitwise).
 ``pow`` is one scalar libm call per lane on CPU (LLVM has no vector
-library here); ``exp``, ``log``, ``erf``, ``sigmoid`` and ``tanh`` are inline f64 vector code
-(:mod:`leirc.lower.libm`) that still costs more than a store and a reload (softmax: 5.5 ms with
-one exp, 6.6 ms with two). Occurrences that end up in one fused loop body are left alone: LLVM
+library here); ``exp``, ``log``, ``erf``, ``sigmoid`` and ``tanh`` are inline vector code
+(:mod:`leirc.lower.libm`: exp and sigmoid in f32, the others in f64) that still costs more than
+a store and a reload (softmax, with f64 exp: 5.5 ms with one exp, 6.6 ms with two). Occurrences that end up in one fused loop body are left alone: LLVM
 computes a pure expression once per iteration there, and the stored copy would only add a write
 pass. (It removes one of softmax's two exp passes, and one of sdpa's and matmul_gelu_softmax's;
 log_softmax and gelu have one exp/erf each and are unchanged.)
@@ -67,12 +68,20 @@ loop body (better than two passes), and nests with a statement that does not wri
 slower than -O1 that way).
 
 Every other sum/max/min reduction whose innermost loop ``k`` is a reduction loop read at
-unit stride (``A_{m,k}``, ``W_{j,k}``: GEMV, a GEMM with a transposed operand, row
+unit stride in the row-major buffer (``A_{m,k}``, ``W_{j,k}``, ``B_{k,0}`` of a ``[K, 1]``
+vector: GEMV, a GEMM with a transposed operand, row
 reductions) and has at least ``4 * lanes`` iterations gets ``vectorized_partial_sums``
 (one private partial result per lane, ``k = ko*lanes + kv``) and ``loop_vectorization``
 of the lane loop. A reduction loop that no width divides is first ``loop_peel``-ed when the
 remainder is at most 1/:data:`MAX_PEELED` of it (a min over 255 columns: 240 in partial sums,
 then 15 scalar steps that continue the same reduction as an update).
+
+Then every intermediate that a top-level loop of at least :data:`MIN_ROWS` iterations uses
+alone, one row per iteration (the loop index is the same subscript in every access), with at
+most :data:`ROW_FOOTPRINT` bytes per row, gets ``privatize`` at that loop: softmax's stored
+``exp(X - Rmax)`` row and its ``Rmax``/``Rsum`` statistics become private to the row loop —
+allocated per iteration, so the row stays in cache and is never written back to memory
+(softmax 4.2 -> 4.0 ms).
 
 Then :func:`leirc.opt.o1.optimize` runs on the result (fusion, reordering, parallel and
 vector loops for the other nests; on a blocked nest it only marks a nested loop parallel,
@@ -118,7 +127,7 @@ from ..lang.checker import CheckResult, check_kernel
 from ..lang.types import DTYPE_BYTES
 from ..strategies import NotApplicable, Step, get
 from ..strategies.base import Context, plan_step
-from ..strategies.rewrite import find_loop, iter_loops, iter_stmts, nest_chain, tensors_read
+from ..strategies.rewrite import find_loop, iter_loops, iter_stmts, nest_chain, tensors_read, tensors_written
 from . import o1
 from .o1 import O1Result
 
@@ -442,6 +451,21 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     return added
 
 
+def _element_stride(access: A.Access, var: str, shape: Optional[tuple[int, ...]]) -> Optional[int]:
+    """How many elements of the row-major buffer ``access`` moves when ``var`` grows by one
+    (``B_{j*128+k,0}`` of a ``[16384, 1]`` tensor: 1, a GEMV's vector), or None when an index
+    using ``var`` is not affine or the shape is unknown."""
+    stride = 0
+    for d, e in enumerate(access.indices):
+        if not any(isinstance(v, A.Var) and v.name == var for v in A.walk(e)):
+            continue
+        aff = affine(e)
+        if aff is None or shape is None:
+            return None
+        stride += aff[0].get(var, 0) * math.prod(shape[d + 1:])
+    return stride
+
+
 def _partial_sums_candidates(kernel: A.Kernel, result: CheckResult, lanes: int):
     """(statement reference, its innermost loop, the vector widths that fit four times) of
     every reduction that vector partial sums apply to (module docstring), in program order."""
@@ -456,17 +480,8 @@ def _partial_sums_candidates(kernel: A.Kernel, result: CheckResult, lanes: int):
         reads = [n for n in A.walk(st.value) if isinstance(n, A.Access)]
         if st.target.name in private or any(a.name in private for a in reads):
             continue
-        unit = False
-        for a in reads:
-            uses = [d for d, e in enumerate(a.indices) if any(isinstance(v, A.Var) and v.name == k.var for v in A.walk(e))]
-            if not uses:
-                continue
-            aff = affine(a.indices[-1])
-            if uses != [len(a.indices) - 1] or aff is None or aff[0].get(k.var) != 1:
-                unit = False
-                break
-            unit = True
-        if not unit:
+        strides = [_element_stride(a, k.var, result.tensors[a.name].shape) for a in reads]
+        if not any(strides) or any(st not in (0, 1) for st in strides):
             continue
         yield ref, k, [w for w in (lanes, lanes // 2, lanes // 4) if w >= 4 and k.extent >= 4 * w]
 
@@ -497,8 +512,8 @@ def partial_sums_peel(kernel: A.Kernel, result: CheckResult, lanes: int) -> Opti
 #: intrinsics that cost more than storing and reloading their value: the scalar libm calls of
 #: the CPU build (``pow``: LLVM has no vector library here, so ``llvm.pow.v16f32`` becomes 16
 #: ``powf`` calls) and the inline ``exp``/``log``/``erf``/``sigmoid``/``tanh`` of
-#: :mod:`leirc.lower.libm` (about 35 f64 operations per 8 lanes for exp; softmax at -O2: 5.5 ms
-#: computing exp once, 6.6 ms twice); ``sqrt`` and ``rsqrt`` are instructions and not in the list
+#: :mod:`leirc.lower.libm` (about 20 f32 operations per 16 lanes for exp, 30 for erf; softmax at
+#: -O2 with the earlier f64 exp: 5.5 ms computing exp once, 6.6 ms twice); ``sqrt`` and ``rsqrt`` are instructions and not in the list
 LIBM_CALLS = frozenset({"exp", "log", "erf", "tanh", "sigmoid", "pow"})
 
 
@@ -598,6 +613,30 @@ def _fuse_row_passes(run: PipelineRun) -> None:
                 fused = run.step("outer_fusion", nest=idx) is not None
         if not fused:
             idx += 1
+
+
+def _privatize_rows(run: PipelineRun) -> None:
+    """``privatize`` every intermediate that a top-level loop of at least :data:`MIN_ROWS`
+    iterations uses alone, one row per iteration, when that row fits in :data:`ROW_FOOTPRINT` bytes:
+    softmax's stored ``exp(X - Rmax)`` then stays in the cache (a private row of the parallel
+    loop) instead of being written to memory and read back, and the row statistics ``Rmax``
+    and ``Rsum`` become private scalars."""
+    idx = 0
+    while idx < len(run.res.kernel.body):
+        k, r = run.res.kernel, run.res.result
+        nest = k.body[idx]
+        if not (isinstance(nest, A.Loop) and nest.extent >= MIN_ROWS):
+            idx += 1
+            continue
+        for name in sorted(tensors_read(nest) | tensors_written(nest)):
+            t = r.tensors.get(name)
+            if t is None or t.role != "intermediate" or not t.shape:
+                continue
+            row = DTYPE_BYTES.get(t.dtype, 4) * math.prod(t.shape) // max(1, nest.extent)
+            items = len(run.res.kernel.body)
+            if row <= ROW_FOOTPRINT and run.step("privatize", tensor=name, loop=f"N{idx}.{nest.var}"):
+                idx -= items - len(run.res.kernel.body)  # a declaration before the nest moved into it
+        idx += 1
 
 
 def _elementwise_pair(run: PipelineRun, idx: int) -> bool:
@@ -721,6 +760,7 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
                 run.res.undo(mark, f"nest N{idx}: undo padding and masking (the nest was not blocked)")
         idx += 1
     _partial_sums(run, tiles.lanes)
+    _privatize_rows(run)
     rest = o1.optimize(run.res.kernel, target, run.res.result)
     run.res.kernel, run.res.result = rest.kernel, rest.result
     run.res.steps.extend(rest.steps)
