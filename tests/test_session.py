@@ -329,3 +329,48 @@ def test_scalar_outputs_keep_their_shape():
         r = s.run({"A": a}, {"Y": np.zeros((), np.float32)})
     assert r.ok, r.error
     assert r.outputs["Y"].shape == () and float(r.outputs["Y"]) == 28.0
+
+
+def _worker_environ(s: KernelSession) -> dict:
+    with open(f"/proc/{s.worker_pid}/environ", "rb") as f:
+        items = [kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv]
+    return {k.decode(): v.decode() for k, v in items}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="reads a worker's environment from /proc (Linux)")
+def test_workers_pool_threads_sleep_soon_unless_the_user_says_otherwise(monkeypatch):
+    from leirc.lower.session import POOL_SPIN_COUNT
+
+    monkeypatch.delenv("TVM_THREAD_POOL_SPIN_COUNT", raising=False)
+    with KernelSession(ROWSUM, threads=2) as s:
+        assert s.run({"A": np.ones((16, 8), np.float32)}, {"Y": np.zeros(16, np.float32)}).ok
+        assert _worker_environ(s)["TVM_THREAD_POOL_SPIN_COUNT"] == str(POOL_SPIN_COUNT)
+    monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "123")
+    with KernelSession(ROWSUM, threads=2) as s:
+        assert s.run({"A": np.ones((16, 8), np.float32)}, {"Y": np.zeros(16, np.float32)}).ok
+        assert _worker_environ(s)["TVM_THREAD_POOL_SPIN_COUNT"] == "123"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads thread CPU times from /proc (Linux)")
+def test_timing_waits_for_this_process_busy_threads():
+    """A thread of the caller that still burns CPU (OpenBLAS spinning after a BLAS call) would
+    share the cores with the timed worker: the wait returns only once it has stopped."""
+    import threading
+
+    from leirc.lower.session import wait_for_idle_threads
+
+    finished = threading.Event()
+
+    def spin(seconds=0.25):
+        end = time.monotonic() + seconds
+        a = np.ones(1 << 16)
+        while time.monotonic() < end:
+            a.sum()  # releases the GIL: the waiting thread runs meanwhile
+        finished.set()
+
+    t = threading.Thread(target=spin)
+    t.start()
+    time.sleep(0.03)
+    waited = wait_for_idle_threads(max_wait=5.0)
+    assert finished.is_set() and waited < 5.0
+    t.join()

@@ -336,10 +336,55 @@ def _new_state() -> _State:
     return st
 
 
+#: ``sched_yield`` calls a TVM pool thread makes before it sleeps once its parallel region is done.
+#: TVM's default, 300,000, keeps an idle worker's threads yielding for 0.1-0.5 s after its last
+#: call; on 2 cores they took half the machine from the session timed next: a 512^3 GEMM timed
+#: at 2.3-2.9 ms right after another session against 1.3 ms alone, so a search's interleaved
+#: comparisons (A B B A, one session each) were 2x noisier than the kernels' difference. 10,000
+#: (a few ms) still bridges the microseconds between back-to-back calls in a timing loop.
+POOL_SPIN_COUNT = 10000
+
+
+def _thread_cpu_ns() -> dict:
+    """CPU time (ns) of each thread of this process but the calling one (Linux schedstat)."""
+    me, out = str(threading.get_native_id()), {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
+                out[tid] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def wait_for_idle_threads(max_wait: float = 0.4, poll: float = 0.01, busy_ns: int = 1_000_000) -> float:
+    """Wait (at most ``max_wait`` s) until no other thread of this process runs: a BLAS call
+    (the reference interpreter's matmul, a norm) leaves OpenBLAS's threads spinning for ~0.15 s,
+    and a worker timed meanwhile ran at half speed on 2 cores (a 512^3 GEMM 1.9-2.8 ms against
+    1.3-1.4). A thread that used less than ``busy_ns`` of CPU in a ``poll`` interval is idle.
+    Returns the seconds waited."""
+    t0 = time.monotonic()
+    before = _thread_cpu_ns()
+    while before and time.monotonic() - t0 < max_wait:
+        time.sleep(poll)
+        after = _thread_cpu_ns()
+        if all(after.get(t, v) - v < busy_ns for t, v in before.items()):
+            break
+        before = after
+    return time.monotonic() - t0
+
+
 def _worker_env(threads: Optional[int]) -> dict:
     env = dict(os.environ)
     if threads is not None:
         env["TVM_NUM_THREADS"] = str(int(threads))
+    env.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(POOL_SPIN_COUNT))  # a user's own setting wins
     return env
 
 
@@ -745,6 +790,7 @@ class KernelSession:
             self._remove(prefix)
             return TimingResult(False, target=tname, threads=self.threads,
                                 error=f"cannot pass the arrays to the worker: {e}", error_kind="runtime")
+        wait_for_idle_threads()
         try:
             rep, fail = self._request({"op": "time", "id": rid, "sets": sets, "warmup": int(warmup),
                                        "repeat": int(repeat), "min_repeat_ms": float(min_repeat_ms)}, timeout)
