@@ -357,7 +357,7 @@ def test_timing_waits_for_this_process_busy_threads():
     share the cores with the timed worker: the wait returns only once it has stopped."""
     import threading
 
-    from leirc.lower.session import wait_for_idle_threads
+    from leirc.lower.session import wait_for_quiet
 
     finished = threading.Event()
 
@@ -371,6 +371,30 @@ def test_timing_waits_for_this_process_busy_threads():
     t = threading.Thread(target=spin)
     t.start()
     time.sleep(0.03)
-    waited = wait_for_idle_threads(max_wait=5.0)
+    waited = wait_for_quiet(max_wait=5.0)
     assert finished.is_set() and waited < 5.0
     t.join()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads process CPU times from /proc (Linux)")
+def test_timing_waits_for_busy_children_but_not_for_the_timed_worker():
+    """A pool's spare worker importing TVM is a child that burns a core for 1-2 s: the timing
+    waits for it; the worker being timed (excluded) is not waited for."""
+    from leirc.lower.session import wait_for_quiet
+
+    busy = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", busy.format(s=0.4)])
+    try:
+        time.sleep(0.1)
+        wait_for_quiet(max_wait=10.0)
+        assert child.poll() is not None  # it waited until the busy child was done
+    finally:
+        child.wait()
+    timed = subprocess.Popen([sys.executable, "-c", busy.format(s=5.0)])
+    try:
+        time.sleep(0.1)
+        waited = wait_for_quiet(exclude=(timed.pid,), max_wait=4.0)
+        assert waited < 4.0 and timed.poll() is None
+    finally:
+        timed.kill()
+        timed.wait()

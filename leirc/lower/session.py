@@ -345,35 +345,66 @@ def _new_state() -> _State:
 POOL_SPIN_COUNT = 10000
 
 
-def _thread_cpu_ns() -> dict:
-    """CPU time (ns) of each thread of this process but the calling one (Linux schedstat)."""
-    me, out = str(threading.get_native_id()), {}
+def _schedstat_ns(path: str) -> Optional[int]:
     try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return out
-    for tid in tids:
-        if tid == me:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    """This process's direct children (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
-                out[tid] = int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
             continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            out.append(int(entry))
     return out
 
 
-def wait_for_idle_threads(max_wait: float = 0.4, poll: float = 0.01, busy_ns: int = 1_000_000) -> float:
-    """Wait (at most ``max_wait`` s) until no other thread of this process runs: a BLAS call
-    (the reference interpreter's matmul, a norm) leaves OpenBLAS's threads spinning for ~0.15 s,
-    and a worker timed meanwhile ran at half speed on 2 cores (a 512^3 GEMM 1.9-2.8 ms against
-    1.3-1.4). A thread that used less than ``busy_ns`` of CPU in a ``poll`` interval is idle.
-    Returns the seconds waited."""
+def _busy_ns(exclude: frozenset) -> dict:
+    """CPU time (ns) of each thread of this process but the calling one, and of each thread
+    of its child processes but those in ``exclude`` (Linux schedstat)."""
+    me, out = str(threading.get_native_id()), {}
+    try:
+        pids = [os.getpid()] + [c for c in _children(os.getpid()) if c not in exclude]
+    except OSError:
+        return out
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            if tid != me:
+                ns = _schedstat_ns(f"/proc/{pid}/task/{tid}/schedstat")
+                if ns is not None:
+                    out[(pid, tid)] = ns
+    return out
+
+
+def wait_for_quiet(exclude=(), max_wait: float = 3.0, poll: float = 0.01, busy_ns: int = 1_000_000) -> float:
+    """Wait (at most ``max_wait`` s) until nothing else this process started runs: not its other
+    threads, not its child processes but ``exclude`` (the worker about to be timed). On 2 cores
+    each of these halved the speed of the kernel timed meanwhile: OpenBLAS's threads spinning
+    ~0.15 s after a BLAS call (the reference interpreter's matmul; a 512^3 GEMM timed at 1.9-2.8
+    ms against 1.3-1.4), and a pool's spare worker importing TVM (1-2 s of CPU; layernorm at
+    0.6-1.1 ms against 0.25). A thread that used less than ``busy_ns`` of CPU in a ``poll``
+    interval is idle. Returns the seconds waited."""
     t0 = time.monotonic()
-    before = _thread_cpu_ns()
+    exclude = frozenset(int(p) for p in exclude if p)
+    before = _busy_ns(exclude)
     while before and time.monotonic() - t0 < max_wait:
         time.sleep(poll)
-        after = _thread_cpu_ns()
+        after = _busy_ns(exclude)
         if all(after.get(t, v) - v < busy_ns for t, v in before.items()):
             break
         before = after
@@ -790,7 +821,7 @@ class KernelSession:
             self._remove(prefix)
             return TimingResult(False, target=tname, threads=self.threads,
                                 error=f"cannot pass the arrays to the worker: {e}", error_kind="runtime")
-        wait_for_idle_threads()
+        wait_for_quiet(exclude=(self.worker_pid,))
         try:
             rep, fail = self._request({"op": "time", "id": rid, "sets": sets, "warmup": int(warmup),
                                        "repeat": int(repeat), "min_repeat_ms": float(min_repeat_ms)}, timeout)
