@@ -387,3 +387,19 @@ def test_one_disturbed_timing_run_does_not_hide_a_real_speedup():
 
     res, _ = run(algo="greedy", budget=2, evaluator=Noisy())
     assert res.best is not res.root and res.speedup == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("algo", ["beam", "greedy", "bfs", "dfs", "mcts"])
+def test_the_o2_candidate_is_expanded_like_any_other_node(algo):
+    """-O2 is one proposal of many steps (16 on a GEMM): depth counts proposals, so a search
+    goes on from -O2's program instead of stopping at it (counted in steps it was deeper than
+    ``max_depth`` and never expanded)."""
+    from leirc.opt.o2 import optimize as o2
+
+    root = prog(MATMUL).kernel
+    assert len(o2(root).steps) > SearchOptions().max_depth
+    res, _ = run(algo=algo, budget=12, proposers=("o2", "menu"), branch=2, max_trials=2)
+    whole = next(n for n in res.nodes if n.index is not None and list(n.steps) == list(o2(root).steps))
+    assert whole.moves == 1
+    kids = [n for n in res.nodes if n.index is not None and n.base is whole]
+    assert kids and all(k.moves == 2 for k in kids)

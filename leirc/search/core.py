@@ -167,6 +167,18 @@ class Node:
         return len(self.steps)
 
     @property
+    def moves(self) -> int:
+        """Proposals from the root to this node: a multi-step proposal (-O2's pipeline of 16
+        steps, an enabler and its payoff) is one move. ``max_depth`` bounds moves, not steps:
+        counted in steps, the -O2 candidate was already deeper than the limit and was never
+        expanded, so no search could improve on -O2."""
+        n, k = self, 0
+        while n.parent is not None:
+            k += n.queued or n.evaluation is not None
+            n = n.parent
+        return k
+
+    @property
     def ok(self) -> bool:
         return self.evaluation is not None and self.evaluation.ok and self.ms is not None
 
@@ -751,7 +763,7 @@ class Search:
         branch = branch or o.branch
         patience = o.patience if patience is None else patience
         cur, fails = self.root, 0
-        while not self.exhausted() and cur.depth < o.max_depth:
+        while not self.exhausted() and cur.moves < o.max_depth:
             kids = self.expand(cur, branch)
             if not kids:
                 return
@@ -776,7 +788,7 @@ class Search:
         while not self.exhausted():
             kids = []
             for p in beam:
-                if p.depth < o.max_depth:
+                if p.moves < o.max_depth:
                     kids.extend(self.expand(p, o.branch))
             if not kids:
                 return
@@ -797,7 +809,7 @@ class Search:
         frontier = deque([self.root])
         while frontier and not self.exhausted():
             node = frontier.pop() if lifo else frontier.popleft()
-            if node.depth >= o.max_depth or node.trials > o.max_trials:
+            if node.moves >= o.max_depth or node.trials > o.max_trials:
                 continue
             node.trials += 1
             kids = self.expand(node, o.branch)
@@ -845,7 +857,7 @@ class Search:
             reward = (1.0 / child.rel) if child.ok and child.rel else 0.0
             if reward > 0:
                 node.children.append(child)
-                child.closed = child.depth >= o.max_depth
+                child.closed = child.moves >= o.max_depth
                 v = (math.exp(reward - 1.0) - 1.0) * 10.0
                 n = child
                 while n is not None:
