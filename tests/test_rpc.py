@@ -115,3 +115,28 @@ def test_leirc_build_search_with_rpc(tracker, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "leirc.cli.main", "build", str(src), "-O", "search", "--rpc",
                           "nowhere"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_evaluator_runs_verifies_and_times_on_the_remote_device(tracker):
+    """Evaluator(remote=...): one RemoteSession per candidate, the outputs come back from the
+    server and are verified here (a wrong candidate is a mismatch), the timing is the server's."""
+    from leirc.engine.evaluate import Evaluator
+    from leirc.lower.rpc import RemoteDevice
+
+    dev = RemoteDevice(tracker["address"], KEY)
+    before = _loads(tracker["server_log"])
+    with Evaluator("llvm", remote=dev, threads=2, repeat=3, min_repeat_ms=5) as ev:
+        good = ev.evaluate(ROWSUM)
+        assert good.ok and good.verify.equal and good.timing.ok and good.timing.median_ms > 0, good.error
+        wrong = ev.evaluate(ROWSUM.replace("+ A^{f32,g}_{i,j}", "+ 2.0*A^{f32,g}_{i,j}"), reference=ROWSUM)
+        assert not wrong.ok and wrong.error_kind == "mismatch"
+        bad = ev.evaluate(ROWSUM.replace("L^{512}", "L^{513}"))
+        assert not bad.ok and bad.error_kind == "illegal"
+    assert _loads(tracker["server_log"]) - before == 2  # one load per session that built
+    with Evaluator("llvm", remote=RemoteDevice(tracker["address"], "no-such-key"), timeout=60) as ev:
+        lost = ev.evaluate(ROWSUM)
+        assert not lost.ok and lost.error_kind == "rpc" and "no server for key 'no-such-key'" in lost.error
+        assert "lsp-test" not in lost.error and KEY in lost.error  # it lists the keys the tracker has
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        RemoteDevice("nowhere", KEY)

@@ -17,16 +17,20 @@ For each candidate :meth:`Evaluator.evaluate`
    candidates), or a :class:`~leirc.engine.oracles.TorchOracle` -- the user's PyTorch
    module run in a worker process, its outputs per seed computed once and cached -- and,
    if the candidate is correct and ``time=True``, times it in the same session on the
-   oracle's inputs of every seed (the interpreter's: the first distribution's).
+   oracle's inputs of every seed (the interpreter's: the first distribution's). With
+   ``remote=`` (a :class:`~leirc.lower.rpc.RemoteDevice`: an RPC tracker and a device key)
+   the session is a :class:`~leirc.lower.rpc.RemoteSession` instead: built here, run and
+   timed on a server the tracker hands out (a GPU box), its outputs verified here.
 
 The cache key is the SHA-256 of the canonical compact print of the candidate and of the
 reference (for the PyTorch oracle: its key -- model file, weights, versions), the target, seeds, distributions, tolerances, timing protocol, thread count and
-the leirc version. Failures that depend on the machine's state (``timeout``, ``memory``)
-are not cached.
+the leirc version (and the remote device, where there is one). Failures that depend on the
+machine's state (``timeout``, ``memory``, ``rpc``: no server, a lost connection) are not cached.
 
 Error kinds: ``None`` (correct), ``"illegal"`` (the candidate does not check), ``"build"``,
 ``"crash"``, ``"timeout"``, ``"memory"``, ``"runtime"`` (the worker reported an error),
-``"mismatch"`` (it ran, and the verifier rejected its results), ``"oracle"`` (the oracle
+``"mismatch"`` (it ran, and the verifier rejected its results), ``"rpc"`` (the remote device
+could not be reached), ``"oracle"`` (the oracle
 itself failed -- the PyTorch module hung, crashed or raised: the message says which; not
 cached). :attr:`Evaluation.oracle` records which oracle judged (``interpreter``, ``torch``).
 """
@@ -50,10 +54,10 @@ from ..verify import VERIFY_PROTOCOL, VerifyReport
 from .oracles import InterpreterOracle, OracleError, pick_kernel
 from .refcache import CachedReference
 
-ERROR_KINDS = (None, "illegal", "build", "crash", "timeout", "memory", "mismatch", "runtime", "oracle")
+ERROR_KINDS = (None, "illegal", "build", "crash", "timeout", "memory", "mismatch", "runtime", "rpc", "oracle")
 DEFAULT_DISTS = ("uniform", "normal", "signed")
 #: Kinds not written to the caches: a rerun on a quieter machine may succeed.
-UNCACHED_KINDS = ("timeout", "memory", "oracle")
+UNCACHED_KINDS = ("timeout", "memory", "rpc", "oracle")
 _FLOAT_KEYS = ("max_abs_err", "max_rel_err", "norm_rel_err")
 
 
@@ -209,11 +213,15 @@ class Evaluator:
                  poison_intermediates: bool = False, max_references: int = 2,
                  reference_max_bytes: int = 1 << 30, build_timeout: Optional[float] = None,
                  prestart: bool = True, verify_options: Optional[dict] = None,
-                 pool: Optional[WorkerPool] = None):
+                 pool: Optional[WorkerPool] = None, remote=None):
         if target_name(target) == "interp":
             raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
         self.target = target
         self.target_name = target_name(target)
+        #: a leirc.lower.rpc.RemoteDevice: candidates run and are timed there (None: here)
+        self.remote = remote
+        if remote is not None:
+            prestart = False  # the local worker pool serves local sessions only
         self.seeds = tuple(int(s) for s in seeds)
         # None: the verifier's default grid and its probes, as ``leirc verify`` runs them
         self.dists = tuple(dists) if dists is not None else None
@@ -278,6 +286,8 @@ class Evaluator:
                 "time": [self.warmup, self.repeat, self.min_repeat_ms] if self.time else None,
                 "threads": self.threads, "verify_options": self.verify_options, "numerics": numerics,
                 "verifier": VERIFY_PROTOCOL}
+        if self.remote is not None:
+            spec["remote"] = self.remote.where
         if oracle is not None:
             spec["oracle"] = oracle
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
@@ -340,9 +350,16 @@ class Evaluator:
                               s.startup_s, oracle=oracle_name)
 
         self.stats["sessions"] += 1
-        s = KernelSession(source_text, kernel=name, target=self.target, threads=self.threads, timeout=self.timeout,
-                          memory_limit_mb=self.memory_limit_mb, poison_intermediates=self.poison_intermediates,
-                          build_timeout=self.build_timeout, pool=self.pool)
+        if self.remote is not None:
+            from ..lower.rpc import RemoteSession
+
+            s = RemoteSession(source_text, device=self.remote, kernel=name, target=self.target, threads=self.threads,
+                              timeout=self.timeout)
+        else:
+            s = KernelSession(source_text, kernel=name, target=self.target, threads=self.threads,
+                              timeout=self.timeout, memory_limit_mb=self.memory_limit_mb,
+                              poison_intermediates=self.poison_intermediates, build_timeout=self.build_timeout,
+                              pool=self.pool)
         try:
             rec = RunRecorder(s.runner)
             try:
