@@ -609,3 +609,20 @@ def test_the_listing_worker_warm_up_lists_every_strategy_at_every_item():
     want = sum(len(sites_at(seg.kernel, tuple(p), result=seg.result, strategies=names)) for p, _ in iter_items(seg.kernel))
     assert want > 0 and assists.warm_worker(WARM_UP) == want
     assert assists.warm_worker(WARM_UP.replace("M^{f32,l}_{i}, X", "M^{f32,l}_{i}, Q")) == 0  # does not check: nothing
+
+
+def test_run_device_from_the_editor_settings():
+    from leirc.ide import run_device
+
+    assert run_device("llvm", None, None, local_gpu=False) is None
+    here = run_device("llvm", None, None, local_gpu=True)
+    assert here == {"label": "GPU (cuda, this machine)", "target": "cuda", "rpc": None}
+    assert run_device("cuda", None, None, local_gpu=True) is None  # the verify lens runs there already
+    remote = run_device("llvm", "127.0.0.1:9190", "a100", local_gpu=True)
+    assert remote == {"label": "GPU (cuda via a100@127.0.0.1:9190)", "target": "cuda",
+                      "rpc": {"tracker": "127.0.0.1:9190", "key": "a100"}}
+    assert run_device("llvm", "box:9190", "rk3588", "llvm")["label"] == "llvm via rk3588@box:9190"
+    with pytest.raises(ValueError, match="rpcKey"):
+        run_device("llvm", "127.0.0.1:9190", None)
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        run_device("llvm", "9190", "a100")

@@ -77,3 +77,55 @@ async def test_a_crashing_kernel_is_reported_and_the_server_survives(crashing):
     # still serving
     syms = await crashing.text_document_document_symbol_async(T.DocumentSymbolParams(text_document=tdi(uri)))
     assert [s.name for s in syms] == ["rowsum"]
+
+
+rpc_client = make_client_fixture()
+
+
+async def device_lens(c, uri: str, timeout: float = 300.0) -> str:
+    """The "Run on ..." lens once its run is done."""
+    async def wait():
+        while True:
+            lenses = await c.text_document_code_lens_async(T.CodeLensParams(text_document=tdi(uri)))
+            titles = [lens.command.title for lens in lenses if lens.command.command == "leirc.runOnDevice"]
+            if titles and not titles[0].startswith(("⏳", "▶")):
+                return titles[0]
+            await asyncio.sleep(0.2)
+
+    return await asyncio.wait_for(wait(), timeout)
+
+
+async def test_run_on_a_device_of_an_rpc_tracker(rpc_client, tmp_path_factory):
+    """With an RPC tracker configured, each kernel gets a "Run on ..." lens: the kernel is
+    built here, run and timed on a server of the tracker (started here on 127.0.0.1; the
+    llvm target, as no GPU is reachable), its outputs verified here against the interpreter."""
+    pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (pip install tornado)")
+    from rpc_tracker import tracker_with_server
+
+    uri = "file:///ws/remote.leir"
+    open_doc(rpc_client, uri, ROWSUM)
+    lenses = await rpc_client.text_document_code_lens_async(T.CodeLensParams(text_document=tdi(uri)))
+    assert not [x for x in lenses if x.command.command == "leirc.runOnDevice"]  # no device configured, none here
+    res = await rpc_client.workspace_execute_command_async(T.ExecuteCommandParams(command="leirc.runOnDevice",
+                                                                                  arguments=[uri, "rowsum"]))
+    assert not res["started"] and "rpcTracker" in res["error"]
+    with tracker_with_server(tmp_path_factory.mktemp("lsp-rpc"), "lsp-test") as t:
+        rpc_client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"leirc": {
+            "rpcTracker": t["address"], "rpcKey": "lsp-test", "rpcTarget": "llvm"}}))
+        lenses = await rpc_client.text_document_code_lens_async(T.CodeLensParams(text_document=tdi(uri)))
+        (run,) = [x for x in lenses if x.command.command == "leirc.runOnDevice"]
+        assert run.command.title == f"▶ Run on llvm via lsp-test@{t['address']}"
+        loads = open(t["server_log"]).read().count("load_module")
+        res = await rpc_client.workspace_execute_command_async(T.ExecuteCommandParams(command="leirc.runOnDevice",
+                                                                                      arguments=[uri, "rowsum"]))
+        assert res["started"]
+        title = await device_lens(rpc_client, uri)
+        assert title.startswith("llvm via lsp-test@") and "✓ equal" in title and " ms llvm" in title, title
+        assert open(t["server_log"]).read().count("load_module") > loads  # it really ran there
+        # a key no server has: a clear failure on the lens, the server goes on
+        rpc_client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"leirc": {
+            "rpcKey": "nobody"}}))
+        await rpc_client.workspace_execute_command_async(T.ExecuteCommandParams(command="leirc.runOnDevice",
+                                                                                arguments=[uri, "rowsum"]))
+        title = await device_lens(rpc_client, uri)
+        assert title.startswith("llvm via nobody@") and "✗ rpc" in title and "no server for key 'nobody'" in title, title

@@ -18,8 +18,8 @@ from .actions import Action, FileReport, analyze, code_actions, diagnostics, str
 from .anchors import anchor_node, anchor_span
 from .edits import TextEdit, apply_edits, apply_text, apply_to_text, kernel_edits
 from .document import Document
-from .inline import evaluate_kernel, lens_title, outcome, summary
+from .inline import evaluate_kernel, lens_title, outcome, run_device, summary
 
 __all__ = ["Action", "FileReport", "TextEdit", "analyze", "diagnostics", "code_actions", "apply_edits", "apply_text", "apply_to_text",
            "kernel_edits", "anchor_node", "anchor_span", "strategy_doc", "evaluate_kernel", "summary", "Document", "outcome",
-           "lens_title"]
+           "lens_title", "run_device"]

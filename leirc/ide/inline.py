@@ -9,6 +9,7 @@ diagnostics already say why.
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from ..engine.evaluate import Evaluation, Evaluator
@@ -69,3 +70,30 @@ def lens_title(d: dict) -> str:
         return f"✗ max rel err {err:.1e}" if err is not None else "✗ not equal"
     msg = d.get("error") or ""
     return f"✗ {d.get('error_kind')}" + (f": {msg[:80]}" if msg else "")
+
+
+def local_cuda_device() -> bool:
+    """Whether this machine has an NVIDIA GPU (its driver's control device: asking TVM would
+    import it into the editor's process)."""
+    return os.path.exists("/dev/nvidiactl")
+
+
+def run_device(target: str, rpc_tracker: Optional[str], rpc_key: Optional[str], rpc_target: str = "cuda",
+               local_gpu: Optional[bool] = None) -> Optional[dict]:
+    """Where an editor's "Run on GPU" runs: ``{"label", "target", "rpc"}`` -- a server of the
+    RPC tracker ``rpc_tracker`` for ``rpc_key`` (the kernel is built here, run and timed there
+    for ``rpc_target``, its outputs verified here; ``rpc``: ``{"tracker", "key"}``), else this
+    machine's GPU when the editor's own ``target`` is not cuda already (``rpc`` None); None
+    when there is neither. ValueError for an RPC setting that cannot work."""
+    if rpc_tracker:
+        from ..lower.rpc import parse_address
+
+        host, port = parse_address(rpc_tracker)
+        if not rpc_key:
+            raise ValueError("rpcTracker is set but rpcKey is not: the tracker hands out servers by key")
+        where = f"{rpc_key}@{host}:{port}"
+        label = f"GPU ({rpc_target} via {where})" if rpc_target == "cuda" else f"{rpc_target} via {where}"
+        return {"label": label, "target": rpc_target, "rpc": {"tracker": f"{host}:{port}", "key": rpc_key}}
+    if target != "cuda" and (local_cuda_device() if local_gpu is None else local_gpu):
+        return {"label": "GPU (cuda, this machine)", "target": "cuda", "rpc": None}
+    return None

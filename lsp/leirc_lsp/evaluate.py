@@ -5,7 +5,8 @@ The server starts one such process per evaluation and kills its process group on
 timeout, so a kernel that crashes or hangs (the engine's worker processes already
 contain most failures) can never take the server down or block its event loop.
 
-Request: ``{"text", "kernel", "reference" (text or null), "target", "threads", "time"}``.
+Request: ``{"text", "kernel", "reference" (text or null), "target", "threads", "time", "rpc"
+(null, or ``{"tracker": "HOST:PORT", "key"}``: run and time on a server of that tracker)}``.
 Reply: :func:`leirc.ide.inline.outcome` of the evaluation.
 """
 
@@ -21,8 +22,17 @@ def main() -> int:
     from leirc.ide.inline import outcome
 
     reference = req.get("reference")
+    remote = None
+    if req.get("rpc"):
+        from leirc.lower.rpc import RemoteDevice
+
+        try:
+            remote = RemoteDevice(req["rpc"]["tracker"], req["rpc"]["key"])
+        except (ValueError, KeyError, TypeError) as e:
+            sys.stdout.write(json.dumps({"ok": False, "error_kind": "rpc", "error": f"bad RPC settings: {e}"}) + "\n")
+            return 0
     with Evaluator(req.get("target") or "llvm", time=bool(req.get("time", True)), threads=req.get("threads"),
-                   prestart=False, timeout=float(req.get("timeout", 120))) as ev:
+                   prestart=False, timeout=float(req.get("timeout", 120)), remote=remote) as ev:
         try:
             result = ev.evaluate(req["text"], kernel=req.get("kernel"), reference=reference)
             before = None

@@ -47,7 +47,7 @@ from leirc.ide import assists, features, suggestions
 from leirc.ide.anchors import contains
 from leirc.ide.document import Document
 from leirc.ide.edits import TextEdit
-from leirc.ide.inline import lens_title
+from leirc.ide.inline import lens_title, run_device
 from leirc.lang.diagnostics import ERROR, WARNING, Diagnostic
 from leirc.strategies.base import NotApplicable, Step
 
@@ -72,6 +72,7 @@ CMD_VERIFY_REWRITE = "leirc.verifyRewrite"
 CMD_SUGGEST = "leirc.suggest"
 CMD_APPLY = "leirc.applyStep"
 CMD_STATS = "leirc.serverStats"
+CMD_RUN_DEVICE = "leirc.runOnDevice"
 _TOKENS = itertools.count(1)  # progress tokens: unique for the server's life
 
 
@@ -85,7 +86,9 @@ class Settings:
     verify_on_save: bool = False
     debounce_ms: int = 30
     evaluation_timeout_s: float = 300.0
-    rpc_tracker: Optional[str] = None
+    rpc_tracker: Optional[str] = None  # HOST:PORT of a TVM RPC tracker: "Run on GPU" runs there
+    rpc_key: Optional[str] = None  # the device key the tracker serves
+    rpc_target: str = "cuda"  # what the remote device runs
     llm_base_url: Optional[str] = None
     llm_model: Optional[str] = None
     llm_api_key_env: Optional[str] = None
@@ -99,11 +102,12 @@ class Settings:
     diagnostics_mode: str = "auto"  # "push", "pull", or "auto": pull when the client supports it
 
     KEYS = {"target": "target", "threads": "threads", "verifyOnSave": "verify_on_save", "debounceMs": "debounce_ms",
-            "evaluationTimeout": "evaluation_timeout_s", "rpcTracker": "rpc_tracker", "llmBaseUrl": "llm_base_url",
+            "evaluationTimeout": "evaluation_timeout_s", "rpcTracker": "rpc_tracker", "rpcKey": "rpc_key",
+            "rpcTarget": "rpc_target", "llmBaseUrl": "llm_base_url",
             "llmModel": "llm_model", "llmApiKeyEnv": "llm_api_key_env", "llmMode": "llm_mode",
             "llmConfig": "llm_config", "llmCache": "llm_cache", "memory": "memory", "suggestions": "suggestions",
             "codeActionBudgetMs": "code_action_budget_ms", "diagnosticsMode": "diagnostics_mode"}
-    CHOICES = {"diagnostics_mode": ("auto", "push", "pull")}
+    CHOICES = {"diagnostics_mode": ("auto", "push", "pull"), "rpc_target": ("cuda", "llvm")}
 
     def update(self, raw: Any) -> list[str]:
         """Take the known keys of ``raw`` (a dict; nested ``leirc`` section accepted);
@@ -125,7 +129,7 @@ class Settings:
                 problems.append(f"{key} must be a positive integer, not {value!r}")
             elif attr in self.CHOICES and value not in self.CHOICES[attr]:
                 problems.append(f"{key} must be one of {', '.join(self.CHOICES[attr])}, not {value!r}")
-            elif attr.startswith("llm_") and not isinstance(value, str):
+            elif attr.startswith(("llm_", "rpc_")) and not isinstance(value, str):
                 problems.append(f"{key} must be a string, not {value!r}")
             elif want is bool and not isinstance(value, bool):
                 problems.append(f"{key} must be true or false, not {value!r}")
@@ -136,6 +140,11 @@ class Settings:
             else:
                 setattr(self, attr, want(value) if want in (int, float) else value)
         return problems
+
+    def device(self) -> Optional[dict]:
+        """Where "Run on GPU" runs (:func:`leirc.ide.inline.run_device`); None when nowhere.
+        Raises ValueError for an RPC setting that cannot work."""
+        return run_device(self.target, self.rpc_tracker, self.rpc_key, self.rpc_target)
 
     def llm(self):
         """The :class:`leirc.llm.LLMConfig` the LLM settings describe, or None when they
@@ -168,6 +177,8 @@ class DocState:
     edited_line: int = 1  # the first line the last change touched (for prefetching)
     #: kernel name -> (its text when evaluated, outcome dict)
     evaluations: dict = field(default_factory=dict)
+    #: kernel name -> (its text when run, outcome dict) on the settings' device ("Run on GPU")
+    device_evaluations: dict = field(default_factory=dict)
     running: set = field(default_factory=set)
     #: kernel name -> directions of the strategy steps applied here (the memory's prefix)
     history: dict = field(default_factory=dict)
@@ -399,10 +410,12 @@ class LeircServer(LanguageServer):
             log.debug("no direction for %r", strategy)
 
     # -- evaluation --------------------------------------------------------------
-    async def evaluate(self, uri: str, kernel: str, reference: Optional[str], against: str) -> dict:
+    async def evaluate(self, uri: str, kernel: str, reference: Optional[str], against: str,
+                       device: Optional[dict] = None) -> dict:
         """Verify (and time) ``kernel`` of the document against ``reference`` in a process
         of its own; the outcome is remembered for the kernel's current text, shown on its
-        lens and published as a diagnostic."""
+        lens and published as a diagnostic. ``device`` (:meth:`Settings.device`): run there
+        instead of on the settings' target; the outcome goes to the device lens only."""
         st = self.docs.get(uri)
         doc = await self.document(uri)
         if st is None or doc is None:
@@ -420,16 +433,23 @@ class LeircServer(LanguageServer):
             seg = doc.segment_of(kernel)
         if seg is None:
             return {"ok": False, "error_kind": "illegal", "error": f"no kernel '{kernel}'"}
-        st.running.add(kernel)
+        marker = kernel if device is None else f"{kernel}@device"
+        st.running.add(marker)
         self._refresh_lenses()
+        request = {"text": seg.text, "kernel": kernel, "reference": reference, "target": self.settings.target,
+                   "threads": self.settings.threads, "time": True, "timeout": self.settings.evaluation_timeout_s}
+        if device is not None:
+            request.update(target=device["target"], rpc=device["rpc"])
         try:
-            outcome = await run_evaluation({"text": seg.text, "kernel": kernel, "reference": reference,
-                                            "target": self.settings.target, "threads": self.settings.threads,
-                                            "time": True, "timeout": self.settings.evaluation_timeout_s},
-                                           self.settings.evaluation_timeout_s + 60)
+            outcome = await run_evaluation(request, self.settings.evaluation_timeout_s + 60)
         finally:
-            st.running.discard(kernel)
+            st.running.discard(marker)
         outcome["against"] = against
+        if device is not None:
+            outcome["device"] = device["label"]
+            st.device_evaluations[kernel] = (seg.text, outcome)
+            self._refresh_lenses()
+            return outcome
         st.evaluations[kernel] = (seg.text, outcome)
         current = await self.document(uri)
         if current is not None and uri in self.docs:
@@ -995,6 +1015,11 @@ async def code_lens(ls: LeircServer, params: T.CodeLensParams):
         return []
     lines = Lines(doc.text)
     out = []
+    try:
+        device = ls.settings.device()
+    except ValueError as e:
+        log.warning("no device lens: %s", e)
+        device = None
     for seg, k in doc.kernels():
         if k.span is None:
             continue
@@ -1013,7 +1038,21 @@ async def code_lens(ls: LeircServer, params: T.CodeLensParams):
         if seg.result is not None and seg.result.ok:
             out.append(T.CodeLens(range=rng, command=T.Command(title="💡 Suggest optimization", command=CMD_SUGGEST,
                                                                arguments=[uri, k.name])))
+            if device is not None:
+                out.append(T.CodeLens(range=rng, command=T.Command(
+                    title=device_lens_title(device, st, seg.text, k.name), command=CMD_RUN_DEVICE,
+                    arguments=[uri, k.name])))
     return out
+
+
+def device_lens_title(device: dict, st: DocState, text: str, kernel: str) -> str:
+    """"▶ Run on GPU (...)", "⏳ running on GPU (...)…", then its outcome for this text."""
+    if f"{kernel}@device" in st.running:
+        return f"⏳ running on {device['label']}…"
+    hit = st.device_evaluations.get(kernel)
+    if hit is not None and hit[0] == text and hit[1].get("device") == device["label"]:
+        return f"{device['label'].split(' (')[0]}: {lens_title(hit[1])}"
+    return f"▶ Run on {device['label']}"
 
 
 @server.command(CMD_VERIFY)
@@ -1022,6 +1061,20 @@ async def cmd_verify(ls: LeircServer, uri: str, kernel: str):
     answers at once, the result arrives on the lens and as a diagnostic."""
     ls.spawn(ls.evaluate(uri, kernel, None, "the interpreter"))
     return {"started": True}
+
+
+@server.command(CMD_RUN_DEVICE)
+async def cmd_run_device(ls: LeircServer, uri: str, kernel: str):
+    """Verify and time the kernel on the settings' device (an RPC tracker's server, or this
+    machine's GPU) in the background; the result arrives on the kernel's device lens."""
+    try:
+        device = ls.settings.device()
+    except ValueError as e:
+        return {"started": False, "error": str(e)}
+    if device is None:
+        return {"started": False, "error": "no device: set rpcTracker and rpcKey, or run on a machine with a GPU"}
+    ls.spawn(ls.evaluate(uri, kernel, None, "the interpreter", device=device))
+    return {"started": True, "device": device["label"]}
 
 
 @server.command(CMD_VERIFY_REWRITE)

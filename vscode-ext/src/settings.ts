@@ -16,6 +16,7 @@ export function serverSettings(get: SettingGetter): Record<string, unknown> {
     verifyOnSave: get("verifyOnSave", false),
     rpcTracker: orNull(get("rpc.tracker", "")),
     rpcKey: orNull(get("rpc.key", "")),
+    rpcTarget: get("rpc.target", "cuda"),
     llmBaseUrl: orNull(get("llm.baseUrl", "")),
     llmModel: orNull(get("llm.model", "")),
     llmApiKeyEnv: orNull(get("llm.keyEnv", "OPENAI_API_KEY")),

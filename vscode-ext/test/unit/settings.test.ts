@@ -12,6 +12,7 @@ test("settings go to the server under its own flat keys", () => {
     verifyOnSave: true,
     rpcTracker: "127.0.0.1:9190",
     rpcKey: null,
+    rpcTarget: "cuda",
     llmBaseUrl: null,
     llmModel: "m",
     llmApiKeyEnv: "OPENAI_API_KEY",
