@@ -403,3 +403,22 @@ def test_the_o2_candidate_is_expanded_like_any_other_node(algo):
     assert whole.moves == 1
     kids = [n for n in res.nodes if n.index is not None and n.base is whole]
     assert kids and all(k.moves == 2 for k in kids)
+
+
+def test_o2_register_tiles_are_extra_root_candidates():
+    """-O2's knobs: each of the first ``tile_variants`` register tiles that gives another
+    program is one more root candidate (the default tile first), besides the ``branch``
+    proposals of the other proposers, not instead of them."""
+    from leirc.opt.o2 import optimize as o2, tile_variants
+
+    root = prog(MATMUL).kernel
+    res, _ = run(algo="greedy", budget=20, proposers=("menu", "o2"), branch=2, tile_variants=3, patience=0)
+    first = [n for n in res.nodes if n.index is not None and n.base is res.root]
+    pipes = [n for n in first if n.proposal.source == "o2"]
+    assert [list(n.steps) for n in pipes] == [list(o2(root, tiles=t).steps) for t in tile_variants()[:3]]
+    assert len({n.fingerprint for n in pipes}) == 3
+    assert "register tile" in pipes[1].proposal.rationale
+    assert len([n for n in first if n.proposal.source == "menu"]) == 2  # the branch, untouched
+    one, _ = run(algo="greedy", budget=20, proposers=("menu", "o2"), branch=2, tile_variants=1, patience=0)
+    assert len([n for n in one.nodes if n.index is not None and n.base is one.root
+                and n.proposal.source == "o2"]) == 1

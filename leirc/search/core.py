@@ -68,6 +68,7 @@ class SearchOptions:
     patience: int = 2  # expansions (beam: iterations) without improvement before stopping
     keep: float = 1.0  # menu dropout: probability of keeping each menu option
     grid: int = 4  # values per free argument of a site (tile sizes, vector widths)
+    tile_variants: int = 3  # -O2 candidates at the root, one per register tile (leirc.opt.o2.tile_variants)
     temperature: float = 0.5  # HTAM policy
     min_gain: float = 0.03  # relative noise floor for "beats its parent"
     mcts_c: float = 1.414
@@ -95,6 +96,8 @@ class SearchOptions:
             raise ValueError(f"unknown proposer '{','.join(bad)}' (combine {', '.join(PROPOSERS)})")
         if self.budget is None and self.time_limit is None:
             raise ValueError("a search needs a budget: evaluations, wall-clock time, or both")
+        if self.tile_variants < 1:
+            raise ValueError("--tile-variants must be at least 1 (the target's default register tile)")
         if not 0.0 < self.keep <= 1.0:
             raise ValueError("menu dropout: the keep probability must be in (0, 1]")
         if (self.rpc is None) != (self.rpc_key is None):
@@ -416,7 +419,8 @@ class Search:
             elif name == "htam":
                 parts.append(HTAMProposer(self.memory, menu, temperature=o.temperature))
             elif name in ("o1", "o2"):
-                parts.append(PipelineProposer(o.target, menu, level=int(name[1])))
+                parts.append(PipelineProposer(o.target, menu, level=int(name[1]),
+                                              variants=o.tile_variants if name == "o2" else 1))
             elif name == "llm":
                 from .llm_proposers import build_llm_proposer
 
@@ -455,9 +459,10 @@ class Search:
         its child is compared with ``node``."""
         out: list[Node] = []
         props = self.proposer.propose(node, k + len(node.tried), self.rng)
+        taken = 0  # proposals that count against k (a pipeline's baseline candidates do not)
         for p in props:
-            if len(out) >= k:
-                break
+            if taken >= k and not p.extra:
+                continue
             steps = p.steps
             if steps in node.tried:
                 continue
@@ -476,6 +481,7 @@ class Search:
                         kid = self._node(rw.program, cur, st, p, numerics)
                         kid.queued = True
                         out.append(kid)
+                        taken += not p.extra
                     elif self._unjudged_middle(self.by_fp[fp]):
                         # the middle of an earlier multi-step proposal (-O1's first step, an
                         # enabler) proposed on its own: it was never evaluated, so "seen" must not
@@ -483,6 +489,7 @@ class Search:
                         mid = self.by_fp[fp]
                         mid.proposal, mid.queued = p, True
                         out.append(mid)
+                        taken += not p.extra
                     last = st.name
             except NotApplicable:
                 continue

@@ -68,6 +68,8 @@ def add_search_arguments(p) -> None:
     g.add_argument("--dropout", type=float, default=1.0, metavar="P",
                    help="menu dropout: probability of keeping each menu option (default 1 = no dropout)")
     g.add_argument("--temperature", type=float, default=0.5, help="HTAM policy temperature (higher explores more)")
+    g.add_argument("--tile-variants", type=int, default=3, metavar="N",
+                   help="-O2 candidates at the root, one per register tile (default 3; 1: the target's default only)")
     g.add_argument("--strategies", default=None, metavar="NAMES",
                    help="comma-separated strategies the menu may use (default: all that fit the target)")
     g.add_argument("--allow-approximate", action="store_true",
@@ -160,6 +162,7 @@ def search_options_from_args(ns, *, target: Optional[str] = None, threads: Optio
                          target=target or getattr(ns, "target", "llvm") or "llvm",
                          threads=threads or getattr(ns, "threads", 2) or 2, workers=ns.workers,
                          beam_width=ns.beam_width, branch=ns.branch, keep=ns.dropout, temperature=ns.temperature,
+                         tile_variants=ns.tile_variants,
                          allow_approximate=ns.allow_approximate, memory=memory,
                          strategies=tuple(x.strip() for x in ns.strategies.split(",") if x.strip())
                          if getattr(ns, "strategies", None) else None, state=ns.search_state,

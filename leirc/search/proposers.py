@@ -39,6 +39,9 @@ class Proposal:
     direction: str
     source: str = "menu"
     then: tuple = ()  # further steps applied before evaluating (an enabler and its payoff)
+    #: a baseline candidate (a fixed pipeline at the root): evaluated besides the ``k``
+    #: proposals an expansion asks for, never instead of one of them
+    extra: bool = False
 
     @property
     def steps(self) -> tuple:
@@ -307,48 +310,75 @@ class PipelineProposer:
     candidate: the search starts from the heuristic baseline's result (and keeps it only if it
     verifies and beats the input), so it does not have to rediscover it step by step; with
     ``-O2`` in the candidates the search ends no slower than ``-O2`` wherever ``-O2`` verifies
-    and wins. ``level``: 1 or 2; the proposer's name is ``o1`` or ``o2``."""
+    and wins. ``level``: 1 or 2; the proposer's name is ``o1`` or ``o2``. ``variants``: at
+    -O2 on the CPU, that many register tiles (:func:`leirc.opt.o2.tile_variants`, the
+    target's default first) each give a candidate, the ones that give a program already
+    proposed dropped: -O2's knobs, tuned by measuring. Pipeline candidates are *extra*: they
+    do not take the places of the other proposers' steps at the root."""
 
-    def __init__(self, target: str = "llvm", menu: Optional[MenuProposer] = None, level: int = 1):
+    def __init__(self, target: str = "llvm", menu: Optional[MenuProposer] = None, level: int = 1,
+                 variants: int = 1):
         if level not in (1, 2):
             raise ValueError(f"no -O{level} pipeline")
         self.level = level
         self.name = f"o{level}"
         self.target = "cuda" if str(target).startswith("cuda") else "llvm"
         self.menu = menu
-        self._steps: Optional[list] = None
+        self.variants = max(1, int(variants))
+        self._pipelines: Optional[list] = None  # [(what, steps)]
 
-    def _pipeline(self, kernel) -> list:
-        if self.level == 2:
-            from ..opt.o2 import optimize
+    def pipelines(self, program) -> list:
+        """[(description, steps)]: the pipeline's step lists for ``program``, one per knob
+        setting that gives a different program."""
+        if self._pipelines is not None:
+            return self._pipelines
+        from ..lang.canonical import fingerprint
+
+        if self.level == 1:
+            from ..opt.o1 import optimize as o1
+
+            runs = [("", lambda: o1(program.kernel, self.target, program.result))]
         else:
-            from ..opt.o1 import optimize
-        try:
-            return list(optimize(kernel, self.target).steps)
-        except NotApplicable:
-            return []
+            from ..opt.o2 import optimize as o2, tile_variants
+
+            tiles = tile_variants(self.target)[:self.variants] if self.target == "llvm" else [None]
+            runs = [(f" with a {t.mr}x{t.nr} register tile{', rows outside' if t.outer == 'i' else ''}"
+                     if t is not None and self.variants > 1 else "",
+                     lambda t=t: o2(program.kernel, self.target, program.result, tiles=t)) for t in tiles]
+        out, seen = [], set()
+        for what, run in runs:
+            try:
+                res = run()
+            except NotApplicable:
+                continue
+            fp = fingerprint(res.kernel)
+            if res.steps and fp not in seen:
+                seen.add(fp)
+                out.append((what, list(res.steps)))
+        self._pipelines = out
+        return out
 
     def propose(self, node, k: int, rng) -> list[Proposal]:
         if node.steps:
             return []
-        if self._steps is None:
-            self._steps = self._pipeline(node.program.kernel)
-        if not self._steps:
-            return []
-        prior, why = 1.0, ""
-        if self.menu is not None:
-            try:
-                from ..engine.program import replay
+        out = []
+        base = self.menu.estimate(node.program) if self.menu is not None else None
+        for what, steps in self.pipelines(node.program):
+            prior, why = 1.0, ""
+            if self.menu is not None:
+                try:
+                    from ..engine.program import replay
 
-                est = self.menu.estimate(replay(node.program, self._steps))
-                base = self.menu.estimate(node.program)
-                prior = base.seconds / est.seconds if est.seconds > 0 else 1.0
-                why = f"; cost model: {C.explain(base, est)}"
-            except NotApplicable:
-                return []
-        first, *rest = self._steps
-        return [Proposal(first, prior, f"the -O{self.level} pipeline ({len(self._steps)} steps) as one candidate{why}",
-                         direction_of(first.name), self.name, tuple(rest))]
+                    est = self.menu.estimate(replay(node.program, steps))
+                    prior = base.seconds / est.seconds if est.seconds > 0 else 1.0
+                    why = f"; cost model: {C.explain(base, est)}"
+                except NotApplicable:
+                    continue
+            first, *rest = steps
+            out.append(Proposal(first, prior, f"the -O{self.level} pipeline{what} ({len(steps)} steps) as one "
+                                              f"candidate{why}", direction_of(first.name), self.name, tuple(rest),
+                                extra=True))
+        return out
 
     def observe(self, node, step, evaluation) -> None:
         """Proposed once; nothing to learn."""
@@ -363,14 +393,15 @@ class CombinedProposer:
         self.name = ",".join(p.name for p in self.proposers)
 
     def propose(self, node, k: int, rng) -> list[Proposal]:
+        """The extra (baseline) proposals first, all of them, then up to ``k`` others."""
         lists = [p.propose(node, k, rng) for p in self.proposers]
-        out, seen = [], set()
+        extra, out, seen = [], [], set()
         for rank in range(max((len(x) for x in lists), default=0)):
             for lst in lists:
                 if rank < len(lst) and lst[rank].steps not in seen:
                     seen.add(lst[rank].steps)
-                    out.append(lst[rank])
-        return out[:k]
+                    (extra if lst[rank].extra else out).append(lst[rank])
+        return extra + out[:k]
 
     def observe(self, node, step, evaluation) -> None:
         for p in self.proposers:
