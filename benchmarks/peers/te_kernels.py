@@ -25,6 +25,11 @@ def gemm512():
     return _matmul(512, 512, 512)
 
 
+def matmul_square():
+    """stdlib/matmul_square.leir: the same 512^3 GEMM (the search matrix names rows by file)."""
+    return _matmul(512, 512, 512)
+
+
 def matmul_standard():
     return _matmul(256, 1024, 512)
 
@@ -144,7 +149,7 @@ def maxpool2d():
 
 
 #: stdlib kernel name -> TE builder (the kernels MetaSchedule tunes)
-TE_KERNELS = {f.__name__: f for f in (gemm512, matmul_standard, batched_matmul, gemv, conv2d, pointwise_conv2d,
+TE_KERNELS = {f.__name__: f for f in (gemm512, matmul_square, matmul_standard, batched_matmul, gemv, conv2d, pointwise_conv2d,
                                       depthwise_conv2d, gemm_bias_relu, softmax, layernorm, maxpool2d)}
 
 #: the ten representative kernels of issue #12's MetaSchedule column

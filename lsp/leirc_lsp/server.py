@@ -595,6 +595,7 @@ def on_initialize(ls: LeircServer, params: T.InitializeParams):
     for p in ls.settings.update(params.initialization_options or {}):
         log.warning("setting ignored: %s", p)
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: setting ignored: {p}"))
+    _check_device_settings(ls)
     mode = ls.settings.diagnostics_mode
     td = params.capabilities.text_document if params.capabilities else None
     can_pull = td is not None and td.diagnostic is not None
@@ -652,6 +653,16 @@ def _warm_up():
 def on_configuration(ls: LeircServer, params: T.DidChangeConfigurationParams):
     for p in ls.settings.update(params.settings or {}):
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: setting ignored: {p}"))
+    _check_device_settings(ls)
+
+
+def _check_device_settings(ls: LeircServer) -> None:
+    """Say once, when the settings arrive, why there is no "Run on GPU" lens."""
+    try:
+        ls.settings.device()
+    except ValueError as e:
+        log.warning("no Run on GPU lens: %s", e)
+        ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: no Run on GPU lens: {e}"))
 
 
 @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
@@ -1017,8 +1028,7 @@ async def code_lens(ls: LeircServer, params: T.CodeLensParams):
     out = []
     try:
         device = ls.settings.device()
-    except ValueError as e:
-        log.warning("no device lens: %s", e)
+    except ValueError:  # said once, when the settings arrived
         device = None
     for seg, k in doc.kernels():
         if k.span is None:
