@@ -250,3 +250,24 @@ def test_ctrl_c_stops_cleanly_and_writes_the_best_so_far(tmp_path):
     assert "interrupted" in summary["stopped"]
     assert _rows(state) >= 1  # the finished evaluations are kept for --resume
     assert Program.from_text(open(os.path.join(out, "rowsum.best.leir")).read()).ok
+
+
+@pytest.mark.slow
+def test_leirc_build_model_py_with_the_search(tmp_path):
+    """Issue 13's other 'done when': a workload-suite module through ``-O search``: imported,
+    searched, verified against the PyTorch module, with the search's report and state named
+    like the build's other outputs (the module's stem, not the imported kernel's name)."""
+    pytest.importorskip("torch")
+    model = os.path.join(REPO, "benchmarks", "workloads", "l1_019_relu.py")
+    out = subprocess.run([sys.executable, "-m", "leirc.cli.main", "build", model, "-O", "search", "--budget", "3",
+                          "--algo", "greedy", "--memory", "none", "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert "verified against PyTorch" in out.stderr
+    files = set(os.listdir(tmp_path / "out"))
+    for f in ("l1_019_relu.report.html", "l1_019_relu.search.json", "l1_019_relu.search.sqlite",
+              "l1_019_relu.Osearch.leir", "l1_019_relu.trace.json", "l1_019_relu_leirc.py", "l1_019_relu.so"):
+        assert f in files, (f, sorted(files))
+    assert not any(f.startswith("model.") for f in files)  # the kernel's name, 'model', names nothing
+    summary = json.load(open(tmp_path / "out" / "l1_019_relu.search.json"))
+    assert 0 < summary["evaluations"] <= 3 and summary["speedup"] >= 1.0

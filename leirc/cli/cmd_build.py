@@ -113,7 +113,8 @@ def run(args) -> int:
 
         search_errors = (SearchError, ConfigMismatch)
         try:
-            search = optimizer_from_args(args, target=args.target, threads=args.threads, out_dir=args.out_dir)
+            search = optimizer_from_args(args, target=args.target, threads=args.threads, out_dir=args.out_dir,
+                                         stem=lambda kernel: output_stem(args.file, kernel))
         except ValueError as e:
             raise CliError(str(e)) from None
     options = BuildOptions(target=args.target, cuda_arch=args.arch or "sm_90", kernel=args.kernel, opt=opt,
@@ -223,12 +224,19 @@ def output_name(file: str, kernel: str) -> str:
     return kernel if stem == kernel else f"{stem}.{kernel}"
 
 
+def output_stem(file: str, kernel: str) -> str:
+    """The stem of a built kernel's files: a ``MODEL.py``'s stem (its one kernel), else
+    :func:`output_name`."""
+    if file.endswith(".py"):
+        return os.path.splitext(os.path.basename(file))[0]
+    return output_name(file, kernel)
+
+
 def _write_kernel_outputs(b, args, emit, written: list) -> None:
     from ..lang.canonical import fingerprint
 
-    stem = os.path.splitext(os.path.basename(args.file))[0] if b.kind == "py" else None
     for j in b.jobs:
-        base = os.path.join(args.out_dir, stem or output_name(args.file, j.name))
+        base = os.path.join(args.out_dir, output_stem(args.file, j.name))
         if "tir" in emit:
             write_output(base + ".tir.py", _nl(j.built.tir_text))
             written.append(base + ".tir.py")

@@ -53,7 +53,7 @@ def add_search_arguments(p) -> None:
     g.add_argument("--seed", type=int, default=0, help="seed of the search's random choices (recorded; default 0)")
     g.add_argument("--resume", action="store_true", help="continue the search recorded in the state file")
     g.add_argument("--search-state", default=None, metavar="FILE",
-                   help="search state (SQLite; default: OUTDIR/KERNEL.search.sqlite)")
+                   help="search state (SQLite; default: OUTDIR/NAME.search.sqlite, NAME as the build's other outputs)")
     g.add_argument("--memory", default=None, metavar="FILE",
                    help="HTAM memory (SQLite; default: ~/.cache/leirc/memory.sqlite; 'none': this run only)")
     g.add_argument("--eval-cache", default=None, metavar="DIR",
@@ -189,7 +189,8 @@ class SearchOptimizer:
 
     def __init__(self, options=None, *, out_dir: Optional[str] = None,
                  log: Optional[Callable[[str], None]] = None, progress: Optional[bool] = None,
-                 json_out=None, outputs=("leir", "trace", "json", "html")):
+                 json_out=None, outputs=("leir", "trace", "json", "html"),
+                 stem: Optional[Callable[[str], str]] = None):
         if options is None:
             from .core import SearchOptions
 
@@ -200,6 +201,9 @@ class SearchOptimizer:
         self.progress = progress
         self.json_out = json_out
         self.output_kinds = tuple(outputs)
+        #: kernel name -> the stem of its files in out_dir (leirc build: the same stem as the
+        #: build's other outputs, ``MODEL`` for MODEL.py, ``FILE.KERNEL`` in a multi-kernel file)
+        self.stem = stem or (lambda kernel: kernel)
         self.last = None  # the SearchResult of the latest kernel
         self.outputs: dict = {}
 
@@ -218,7 +222,8 @@ class SearchOptimizer:
             lines.append(msg)
             self.log(msg)
 
-        state = o.state or (os.path.join(self.out_dir, f"{name}.search.sqlite") if self.out_dir else None)
+        stem = self.stem(name)
+        state = o.state or (os.path.join(self.out_dir, f"{stem}.search.sqlite") if self.out_dir else None)
         memory = Memory(o.memory, target=o.target, warn=log)
         store = SearchStore(state, warn=log) if state else None
         try:
@@ -240,7 +245,7 @@ class SearchOptimizer:
         if self.out_dir:
             from .report import write_outputs
 
-            self.outputs[name] = write_outputs(res, self.out_dir, name, self.output_kinds)
+            self.outputs[name] = write_outputs(res, self.out_dir, stem, self.output_kinds)
             if "html" in self.outputs[name]:
                 log(f"  report: {self.outputs[name]['html']}")
         if self.json_out is not None:
@@ -250,13 +255,16 @@ class SearchOptimizer:
         return SearchOptimized(res.best.program.kernel, list(res.steps), lines, res)
 
 
-def optimizer_from_args(ns, *, target: str = "llvm", threads: int = 2, out_dir: Optional[str] = None) -> SearchOptimizer:
-    """What ``leirc build -O search`` builds from its parsed arguments."""
+def optimizer_from_args(ns, *, target: str = "llvm", threads: int = 2, out_dir: Optional[str] = None,
+                        stem: Optional[Callable[[str], str]] = None) -> SearchOptimizer:
+    """What ``leirc build -O search`` builds from its parsed arguments (``stem``: kernel name ->
+    the stem of its output files)."""
     # leirc build writes the optimized program and its trace itself: the search adds the
     # summary JSON and the report
     return SearchOptimizer(search_options_from_args(ns, target=target, threads=threads), out_dir=out_dir,
                            log=lambda m: print(m, file=sys.stderr) if not getattr(ns, "json", False) else None,
-                           json_out=sys.stdout if getattr(ns, "json", False) else None, outputs=("json", "html"))
+                           json_out=sys.stdout if getattr(ns, "json", False) else None, outputs=("json", "html"),
+                           stem=stem)
 
 
 __all__ = ["SearchOptimizer", "SearchOptimized", "add_search_arguments", "add_llm_arguments", "llm_config_from_args", "search_options_from_args", "parse_duration",
