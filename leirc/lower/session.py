@@ -354,7 +354,16 @@ def _schedstat_ns(path: str) -> Optional[int]:
 
 
 def _children(pid: int) -> list[int]:
-    """This process's direct children (Linux /proc)."""
+    """This process's direct children (Linux /proc: each thread's ``children`` list, else a
+    scan of every process's parent)."""
+    try:
+        out = set()
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                out.update(int(c) for c in f.read().split())
+        return sorted(out)
+    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN (or a thread that just ended)
+        pass
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
