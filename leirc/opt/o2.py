@@ -174,8 +174,9 @@ def tile_variants(target: str = "llvm") -> list[Tiles]:
     of them accumulating (fewer cannot hide the FMA latency); more accumulators first (more
     reuse per load), wider first among equals (unit-stride loads of ``B``); the default with
     the other tile-loop order third. Measured against the default on an AMD Zen 4 (AVX-512, 2
-    threads, interleaved): 6x64 1.03-1.07x on the 512^3, standard and batched GEMMs, the other
-    order 0.86-1.06x, 4x64 0.8-0.96x: no tile is best everywhere, hence search knobs."""
+    threads, interleaved): 6x64 (4x64 where 6 rows do not divide) 1.03-1.07x on the 512^3,
+    standard and batched GEMMs but 0.8x on matmul_irregular, the other order 0.86-1.06x: no tile
+    is best everywhere, hence search knobs."""
     base = default_tiles(target)
     lanes = base.lanes
     regs = 32 if lanes >= 16 else 16
