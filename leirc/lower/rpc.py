@@ -536,12 +536,10 @@ def _serve(d: str) -> int:
     ``quit``), one JSON reply line each on the original stdout (TVM's own prints go to stderr)."""
     reply = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
+    from .worker import messages
+
     served, rid = None, 0
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        msg = json.loads(line)
+    for msg in messages(sys.stdin):
         op = msg.get("op")
         if op == "quit":
             return 0

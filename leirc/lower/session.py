@@ -400,22 +400,24 @@ def _busy_ns(exclude: frozenset) -> dict:
     return out
 
 
-def wait_for_quiet(exclude=(), max_wait: float = 3.0, poll: float = 0.01, busy_ns: int = 1_000_000) -> float:
+def wait_for_quiet(exclude=(), max_wait: float = 3.0, poll: float = 0.01, busy_ns: int = 1_000_000,
+                   quiet_polls: int = 2) -> float:
     """Wait (at most ``max_wait`` s) until nothing else this process started runs: not its other
     threads, not its child processes but ``exclude`` (the worker about to be timed). On 2 cores
     each of these halved the speed of the kernel timed meanwhile: OpenBLAS's threads spinning
     ~0.15 s after a BLAS call (the reference interpreter's matmul; a 512^3 GEMM timed at 1.9-2.8
     ms against 1.3-1.4), and a pool's spare worker importing TVM (1-2 s of CPU; layernorm at
     0.6-1.1 ms against 0.25). A thread that used less than ``busy_ns`` of CPU in a ``poll``
-    interval is idle. Returns the seconds waited."""
+    interval is idle; everything is, once ``quiet_polls`` intervals in a row say so (a busy thread
+    that the scheduler left out of one interval is not taken for an idle one). Returns the seconds
+    waited."""
     t0 = time.monotonic()
     exclude = frozenset(int(p) for p in exclude if p)
-    before = _busy_ns(exclude)
-    while before and time.monotonic() - t0 < max_wait:
+    before, quiet = _busy_ns(exclude), 0
+    while before and quiet < quiet_polls and time.monotonic() - t0 < max_wait:
         time.sleep(poll)
         after = _busy_ns(exclude)
-        if all(after.get(t, v) - v < busy_ns for t, v in before.items()):
-            break
+        quiet = quiet + 1 if all(after.get(t, v) - v < busy_ns for t, v in before.items()) else 0
         before = after
     return time.monotonic() - t0
 

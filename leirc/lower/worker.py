@@ -403,6 +403,14 @@ def serve(d: str, reply_fd: int, with_ml_dtypes: bool = True) -> int:
         return 0
 
 
+def messages(stream):
+    """The JSON requests on ``stream``, one per line (blank lines skipped), until it ends."""
+    for line in stream:
+        line = line.strip()
+        if line:
+            yield json.loads(line)
+
+
 def _serve(d: str, reply_fd: int, with_ml_dtypes: bool) -> int:
     reply = os.fdopen(reply_fd, "w", encoding="utf-8", buffering=1)
 
@@ -417,11 +425,7 @@ def _serve(d: str, reply_fd: int, with_ml_dtypes: bool) -> int:
     _import_tvm(with_ml_dtypes)
     _STAMPS["imported_at"] = time.time()
     built = None
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        msg = json.loads(line)
+    for msg in messages(sys.stdin):
         op = msg.get("op")
         if op == "quit":
             return 0
