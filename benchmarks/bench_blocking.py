@@ -199,6 +199,18 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
+def _workload(path: Path):
+    """(LEIR source, parameters by LEIR name, eager call) of a workload-suite module: the module
+    takes its activations in the kernel's input order, its parameters are its own."""
+    import torch
+
+    from leirc.frontend.importer import import_model
+
+    imp = import_model(str(path))
+    model = imp.loaded.model.eval()
+    return imp.text, dict(imp.weights), lambda *x: model(*x)
+
+
 def sweep(args) -> int:
     """Every stdlib kernel: -O0/-O1/-O2 (and another checkout's -O2) against PyTorch eager."""
     threads = _threads()
@@ -221,6 +233,12 @@ def sweep(args) -> int:
     names = sorted(p.stem for p in (REPO / "stdlib").glob("*.leir"))
     names = [n for n in names if not args.only or n in args.only]  # exact names: chunks of a sweep
     sources = {n: (REPO / "stdlib" / f"{n}.leir").read_text(encoding="utf-8") for n in names}
+    weights: dict = {}
+    for path in sorted((REPO / "benchmarks" / "workloads").glob("*.py")) if args.workloads else []:
+        if args.only and path.stem not in args.only:
+            continue
+        sources[path.stem], weights[path.stem], impls[path.stem] = _workload(path)
+        names.append(path.stem)
     old = old_o2_texts(args.old_o2, sources) if args.old_o2 else {}
     rows = []
     for name in names:
@@ -242,6 +260,9 @@ def sweep(args) -> int:
             rng = np.random.default_rng(s)
             sets_np.append([rng.random(tuple(p.shape), dtype=np.float32) for p in k.inputs])
         sets = [{p.name: a for p, a in zip(k.inputs, s)} for s in sets_np]
+        for st in sets:  # a workload's parameters are the module's own (the activations stay random)
+            st.update(weights.get(name, {}))
+        sets_np = [[st[p.name] for p in k.inputs if p.name not in weights.get(name, {})] for st in sets]
         sessions = {lab: KernelSession(t, threads=threads, timeout=600) for lab, t in texts.items()}
         timers, notes = {}, {}
         for lab, sess in sessions.items():
@@ -334,6 +355,8 @@ def sweep_table(rows: list, threads: int, rounds: int, loads: list) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sweep", action="store_true", help="every stdlib kernel at -O0/-O1/-O2 against eager")
+    ap.add_argument("--workloads", action="store_true", help="--sweep: also benchmarks/workloads/*.py (with --only: "
+                    "those named)")
     ap.add_argument("--old-o2", metavar="CHECKOUT", help="--sweep: also the -O2 of this leirc checkout")
     ap.add_argument("--tiles-b", metavar="MR,NR,LANES,OUTER", help="--sweep: also -O2 with this Tiles (column o2_b)")
     ap.add_argument("--pause", type=float, default=0.05, help="--sweep: seconds between two measurements")
@@ -389,6 +412,9 @@ def main(argv=None) -> int:
             rng = np.random.default_rng(s)
             sets_np.append([rng.random(tuple(p.shape), dtype=np.float32) for p in k.inputs])
         sets = [{p.name: a for p, a in zip(k.inputs, s)} for s in sets_np]
+        for st in sets:  # a workload's parameters are the module's own (the activations stay random)
+            st.update(weights.get(name, {}))
+        sets_np = [[st[p.name] for p in k.inputs if p.name not in weights.get(name, {})] for st in sets]
         zeros = {p.name: np.zeros(tuple(p.shape), np.float32) for p in k.outputs}
         timers, sessions, notes, same = {}, [], {}, {}
         ref_out = None

@@ -8,7 +8,10 @@ perfect chain around one sum reduction ``X_{..., i, j} += e`` whose target subsc
 are distinct loop indices (at least two; a constant, a squeezed batch of 1, is allowed), with one or more reduction
 loops, and in which
 every access that uses the last target index ``j`` has it in its last subscript with
-coefficient 1 (unit stride: ``B_{k,j}``, ``X_{n,c,h,w+kw}``) — on CPU:
+coefficient 1 (unit stride: ``B_{k,j}``, ``X_{n,c,h,w+kw}``) and in which some operand is reused
+across the tile (reads only one of ``i``, ``j``) or all operands fit in L2
+(:func:`tile_reuses_an_operand`: a sum over a middle dimension of 16 MiB streams faster
+unblocked) — on CPU:
 
 0. every kernel input the statement reads under a box guard (a convolution's zero padding,
    ``if_then_else(0 <= i - p < 64 & ..., X_{n,c,i-p,j-q}, 0.0)``) gets ``pad_input``: one copy
@@ -259,6 +262,38 @@ def gemm_like(kernel: A.Kernel, result: CheckResult, idx: int, *, unit_stride: b
                 [l.var for l in chain if l.var in si.reduce_vars])
 
 
+#: operand bytes above which a register tile that reuses no operand is not worth blocking: they
+#: come from memory, not from L2 (1 MiB per core on the Zen 4 measured; 1-2 MiB on current server cores)
+STREAMED_BYTES = 1 << 20
+
+
+def _operands(kernel: A.Kernel, g: Gemm) -> list:
+    st = next(s for r, s, _ in iter_stmts(kernel) if r == g.stmt)
+    return [n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target]
+
+
+def tile_reuses_an_operand(kernel: A.Kernel, g: Gemm) -> bool:
+    """Whether some operand of ``g``'s statement does not read ``g.i`` or ``g.j``: one load of it
+    then feeds a row or a column of the register tile. Without one (``S_{n,h,w} += X_{n,c,h,w}**2``
+    of rmsnorm, a sum over a middle dimension) the tile only keeps the partial sums in registers.
+    That pays while the operands sit in L2 (a 512 KiB rmsnorm: 1.17x faster blocked), but on
+    operands streamed from memory, walking ``mr`` strided rows per reduction step costs more than
+    it saves (:data:`STREAMED_BYTES`): -O1's streaming order was 1.11x faster on the 16 MiB
+    stdlib rmsnorm (medians of 40 interleaved timings each, 2026-12-07)."""
+    return any(not _uses(a, g.i) or not _uses(a, g.j) for a in _operands(kernel, g))
+
+
+def _operand_bytes(result: CheckResult, g: Gemm, kernel: A.Kernel) -> int:
+    """Bytes of the distinct tensors ``g``'s statement reads (whole buffers)."""
+    total = 0
+    for name in sorted({a.name for a in _operands(kernel, g)}):
+        t = result.tensors.get(name)
+        if t is None or t.shape is None:
+            return 0
+        total += DTYPE_BYTES.get(t.dtype, 4) * math.prod(t.shape)
+    return total
+
+
 def transposed_operands(kernel: A.Kernel, result: CheckResult, g: Gemm) -> Optional[list[tuple[str, int]]]:
     """(tensor, dimension) of every operand of ``g``'s statement that reads ``j`` in another
     dimension than the last (``W_{j,k}``), if each is a kernel input indexed there by plain
@@ -412,6 +447,10 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     :func:`_peel_for_tiles`). Returns how many nests it added before ``idx`` (the packing
     copies), or -1 if the nest was left to -O1."""
     mark = run.res.mark()
+    if not tile_reuses_an_operand(run.res.kernel, g) and _operand_bytes(run.res.result, g, run.res.kernel) > STREAMED_BYTES:
+        run.res.log.append(f"nest N{idx}: not blocked: every operand reads both {g.i} and {g.j} and they exceed "
+                           f"{STREAMED_BYTES >> 10} KiB (a reduction streamed from memory; -O1's order streams it)")
+        return -1
     mr, nr = _peel_for_tiles(run, idx, g, tiles, peel)
     if mr is None or nr is None:
         run.res.undo(mark, f"nest N{idx}: not blocked along {g.i}, {g.j}")
@@ -795,4 +834,4 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
 
 
 __all__ = ["LIBM_CALLS", "MAX_PEELED", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
-           "optimize", "partial_sums_peel", "partial_sums_site", "tile_variants"]
+           "optimize", "partial_sums_peel", "partial_sums_site", "tile_reuses_an_operand", "tile_variants"]
