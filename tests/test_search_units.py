@@ -9,6 +9,7 @@ tested is the search's control flow; real builds, verification and timing are in
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import sqlite3
@@ -22,7 +23,7 @@ from leirc.search import cost as C
 from leirc.search.core import ALGORITHMS, Search, SearchOptions
 from leirc.search.directions import direction_of, undoes
 from leirc.search.memory import Memory
-from leirc.search.proposers import HTAMProposer, MenuProposer
+from leirc.search.proposers import HTAMProposer, MenuProposer, model_evidence
 from leirc.search.reuse import adapt, portable, replay_adapted, signature
 from leirc.search.store import ConfigMismatch, SearchStore
 from leirc.search.suggest import suggest
@@ -152,6 +153,25 @@ def test_htam_proposer_follows_the_memory():
     assert pol["locality"] > pol["parallelism"]
     props = HTAMProposer(mem, MenuProposer(), temperature=0.05).propose(_N(p), 3, random.Random(0))
     assert props[0].direction == "locality" and "HTAM" in props[0].rationale
+
+
+def test_a_cold_htam_memory_starts_where_the_model_sees_most():
+    p = prog(MATMUL)
+    menu = MenuProposer()
+    best = menu.propose(_N(p), 1, random.Random(0))[0]
+    mem = Memory(None)
+    items = menu.menu(p)
+    by_dir = {}
+    for m in items:
+        by_dir.setdefault(m.direction, []).append(m)
+    ev = model_evidence(by_dir)
+    assert ev[best.direction] == pytest.approx(math.log(best.prior)) and max(ev.values()) == ev[best.direction]
+    cold, informed = mem.direction_scores([]), mem.direction_scores([], evidence=ev)
+    assert all(informed[d] - cold[d] == pytest.approx(ev.get(d, 0.0)) for d in cold)
+    # the model's best step is among a cold HTAM's proposals, next to another direction's
+    props = HTAMProposer(mem, menu, temperature=0.05).propose(_N(p), 4, random.Random(0))
+    assert props[0].step == best.step
+    assert len({q.direction for q in props}) >= 2
 
 
 # -- memory -----------------------------------------------------------------------------
@@ -289,8 +309,9 @@ def test_memory_learns_from_every_evaluation_and_stores_the_winner(tmp_path):
     mem = Memory(str(tmp_path / "m.sqlite"))
     res, _ = run(algo="greedy", budget=5, memory=mem, proposers=("menu", "htam", "reuse"))
     total = sum(s.tries for s in Memory(str(tmp_path / "m.sqlite")).directions.values())
-    # one record per step evaluated (an enabler and its payoff, evaluated together, are two)
-    assert total == sum(n.depth - n.base.depth for n in res.nodes if n.evaluation is not None and n.parent)
+    # one record per step evaluated (an enabler and its payoff, evaluated together, are two; a
+    # node's base is not enough: a pair's middle evaluated later becomes its base)
+    assert total == sum(len(n.proposal.steps) for n in res.nodes if n.evaluation is not None and n.parent)
     traces = mem.traces(signature(res.root.program)[0])
     assert traces and traces[0]["speedup"] == pytest.approx(res.speedup)
     # a search of a bigger kernel of the same structure replays that trace first

@@ -39,7 +39,7 @@ from ..strategies import NotApplicable, Step, StrategyBug, get
 from ..strategies.program import rejection_code  # (importing it registers program_rewrite)
 from . import cost as C
 from .directions import DIRECTION_DOC, direction_of, undoes
-from .proposers import MenuProposer, Proposal
+from .proposers import MenuProposer, Proposal, model_evidence
 from .suggest import Suggestion
 
 #: answers asked for per Step-TP call (the search asks for more when it has tried some)
@@ -437,8 +437,9 @@ class HTAMLLMProposer(_LLMProposer):
         if not by_dir:
             return []
         prefix = list(node.directions)
-        pol = self.memory.policy(prefix, self.temperature, allowed=sorted(by_dir))
-        d = self.memory.choose_direction(prefix, rng, self.temperature, allowed=sorted(by_dir))
+        evidence = model_evidence(by_dir)
+        pol = self.memory.policy(prefix, self.temperature, allowed=sorted(by_dir), evidence=evidence)
+        d = self.memory.choose_direction(prefix, rng, self.temperature, allowed=sorted(by_dir), evidence=evidence)
         # the memory's own order within the direction (HTAMProposer's), which the model re-ranks
         def order_key(m):
             return -(math.log(max(m.prior, 1e-9)) + self.memory.strategy_score(m.step.name)), str(m.step)

@@ -49,6 +49,8 @@ CREATE TABLE IF NOT EXISTS traces (id INTEGER PRIMARY KEY AUTOINCREMENT, target 
 START = "<start>"  # the source of the first edge of a trajectory
 FAIL_PENALTY = 0.15  # a failed step counts as this much lost log-gain
 POSITION_DECAY = 0.7
+#: weight of the cost model's log-predicted gain in a direction's score (:meth:`Memory.direction_scores`)
+MODEL_WEIGHT = 1.0
 MEMORY_FILE = "memory.sqlite"
 
 
@@ -157,8 +159,12 @@ class Memory:
                       "gain = gain + excluded.gain", (t, src, direction, bad, g))
 
     # -- choosing --------------------------------------------------------------------
-    def direction_scores(self, prefix: Iterable[str], allowed: Optional[Iterable[str]] = None) -> dict[str, float]:
-        """Prefix-aware, position-weighted score of each candidate direction."""
+    def direction_scores(self, prefix: Iterable[str], allowed: Optional[Iterable[str]] = None,
+                         evidence: Optional[dict] = None) -> dict[str, float]:
+        """Prefix-aware, position-weighted score of each candidate direction, plus ``evidence``
+        (direction -> log of the best speedup the cost model predicts for one of its steps on
+        this program): a cold memory then starts where the model sees the most, and the
+        measured utilities take over as they accumulate."""
         prefix = [START] + list(prefix)
         recent = prefix[-4:]
         cands = list(allowed) if allowed is not None else list(DIRECTIONS)
@@ -175,12 +181,14 @@ class Memory:
             z = sum(ws)
             transition = sum(w * u for w, u in zip(ws, utils)) / z
             out[g] = self.priors.get(g, 0.0) + self.directions.get(g, Stat()).utility() + 4.0 * transition
+            if evidence:
+                out[g] += MODEL_WEIGHT * evidence.get(g, 0.0)
         return out
 
     def policy(self, prefix: Iterable[str], temperature: float = 0.5,
-               allowed: Optional[Iterable[str]] = None) -> dict[str, float]:
+               allowed: Optional[Iterable[str]] = None, evidence: Optional[dict] = None) -> dict[str, float]:
         """Softmax over :meth:`direction_scores` (temperature > 0)."""
-        scores = self.direction_scores(prefix, allowed)
+        scores = self.direction_scores(prefix, allowed, evidence)
         if not scores:
             return {}
         t = max(1e-3, float(temperature))
@@ -189,8 +197,8 @@ class Memory:
         z = sum(ws.values())
         return {g: w / z for g, w in ws.items()}
 
-    def choose_direction(self, prefix, rng, temperature: float = 0.5, allowed=None) -> Optional[str]:
-        pol = self.policy(prefix, temperature, allowed)
+    def choose_direction(self, prefix, rng, temperature: float = 0.5, allowed=None, evidence=None) -> Optional[str]:
+        pol = self.policy(prefix, temperature, allowed, evidence)
         if not pol:
             return None
         names = sorted(pol)  # a fixed order: the same draw picks the same direction

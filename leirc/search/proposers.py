@@ -232,6 +232,11 @@ def _numerics(name: str) -> str:
         return "approximate"
 
 
+def model_evidence(by_direction: dict) -> dict:
+    """Direction -> log of the best predicted speedup among its menu items (0 for none above 1)."""
+    return {d: max(0.0, max(math.log(max(m.prior, 1e-9)) for m in items)) for d, items in by_direction.items() if items}
+
+
 class HTAMProposer:
     """Direction from the HTAM memory's policy, then that direction's strategies by their
     local evidence plus the model's prior."""
@@ -251,13 +256,18 @@ class HTAMProposer:
         prefix = list(node.directions)
         out: list[Proposal] = []
         remaining = dict(by_dir)
+        evidence = model_evidence(by_dir)
+        # half the slots per direction drawn: a beam of one direction's variants left the model's
+        # best step of another direction out (gemv: HTAM found menu's two-step answer 4x later)
+        per_direction = max(1, (k + 1) // 2)
         while remaining and len(out) < k:
-            pol = self.memory.policy(prefix, self.temperature, allowed=sorted(remaining))
-            d = self.memory.choose_direction(prefix, rng, self.temperature, allowed=sorted(remaining))
+            allowed = sorted(remaining)
+            pol = self.memory.policy(prefix, self.temperature, allowed=allowed, evidence=evidence)
+            d = self.memory.choose_direction(prefix, rng, self.temperature, allowed=allowed, evidence=evidence)
             ranked = sorted(remaining.pop(d), key=lambda m: (-(math.log(max(m.prior, 1e-9))
                                                                + self.memory.strategy_score(m.step.name)), str(m.step)))
             after = prefix[-1] if prefix else "the start"
-            for m in ranked[:max(1, k - len(out))]:
+            for m in ranked[:min(per_direction, k - len(out))]:
                 why = (f"HTAM: direction {d} (p={pol.get(d, 0):.2f} after {after}), evidence for {m.step.name} "
                        f"{self.memory.strategy_score(m.step.name):+.3f}; {self.menu.rationale(node.program, m)}")
                 out.append(Proposal(m.step, m.prior, why, m.direction, self.name, m.then))
