@@ -183,6 +183,28 @@ def test_a_convolution_too_narrow_for_a_vector_is_blocked_with_the_vector_over_o
     assert rep.equal, rep.failures
 
 
+def test_output_channels_that_fit_one_vector_are_one_tile_with_only_the_rows_tiled():
+    from leirc.verify import verify
+
+    # 8 output channels: no tile below the extent is a multiple of the vector width
+    src = NARROW_CONV.replace("32,4,3,3", "8,4,3,3").replace("2,32,6,6", "2,8,6,6").replace("L^{32}_{o=0}", "L^{8}_{o=0}")
+    k = parse(src).module.kernels[0]
+    assert o2.fit_tile(8, 16, 8) is None
+    res = o2.optimize(k, tiles=o2.Tiles(mr=4, nr=16, lanes=8))
+    assert not any(s.name == "loop_tiling" for s in res.steps)
+    [split] = [s for s in res.steps if s.name == "loop_split" and s.kwargs["loop"].endswith(".w")]
+    assert split.kwargs["factor"] == 3
+    [(al, _)] = allocs(res.kernel)
+    assert al.shape == (3, 8)  # all 8 channels in one vector, rows over w
+    assert any(isinstance(l, A.Loop) and l.kind == "V" and l.var == "o" and l.extent == 8 for l in A.walk(res.kernel))
+    assert replay(k, res.steps) == res.kernel
+    rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures
+    # a half vector is the narrowest tile (4 of 8 lanes): 2 channels stay with -O1
+    src2 = src.replace("8,4,3,3", "2,4,3,3").replace("2,8,6,6", "2,2,6,6").replace("L^{8}_{o=0}", "L^{2}_{o=0}")
+    assert not allocs(o2.optimize(parse(src2).module.kernels[0], tiles=o2.Tiles(mr=4, nr=16, lanes=8)).kernel)
+
+
 def test_a_blocked_nest_runs_its_first_loop_of_more_than_one_iteration_in_parallel():
     k = stdlib("conv_transpose2d")  # a batch of 1
     res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
