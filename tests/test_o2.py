@@ -205,6 +205,41 @@ def test_output_channels_that_fit_one_vector_are_one_tile_with_only_the_rows_til
     assert not allocs(o2.optimize(parse(src2).module.kernels[0], tiles=o2.Tiles(mr=4, nr=16, lanes=8)).kernel)
 
 
+def test_a_column_reduction_runs_blocks_of_columns_in_parallel_not_one_region_per_row():
+    from leirc.verify import verify
+
+    # a batch norm's mean: the sum over the 64 rows of each of 256 columns
+    src = (r"\kernel k(M: f32[64, 256]) -> (S: f32[256]) {L^{256}_{i=0} L^{64}_{j=0} ["
+           r"S^{f32,g}_{i} = S^{f32,g}_{i} + M^{f32,g}_{j,i}; ]; }")
+    k = parse(src).module.kernels[0]
+    before = o1.optimize(k).kernel.body[0]
+    assert (before.kind, nest_kinds(before)) == ("L", ["L", "P"])  # -O1: a parallel region per row
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    nest = res.kernel.body[0]
+    assert [(l.kind, l.extent) for l in nest_loops(nest)] == [("P", 16), ("L", 64), ("V", 16)]
+    assert replay(k, res.steps) == res.kernel
+    rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures
+    # with a spatial loop outside (rows of a 3-d tensor, 4 MiB: not register-blocked either),
+    # -O1's parallel outer loop stays
+    src3 = (r"\kernel k(M: f32[64, 64, 256]) -> (S: f32[64, 256]) {L^{64}_{n=0} L^{256}_{i=0} L^{64}_{j=0} ["
+            r"S^{f32,g}_{n,i} = S^{f32,g}_{n,i} + M^{f32,g}_{n,j,i}; ]; }")
+    k3 = parse(src3).module.kernels[0]
+    assert o2.optimize(k3).kernel == o1.optimize(k3).kernel
+
+
+def nest_loops(loop: A.Loop) -> list:
+    out = []
+    while isinstance(loop, A.Loop):
+        out.append(loop)
+        loop = loop.body[0] if len(loop.body) == 1 else None
+    return out
+
+
+def nest_kinds(loop: A.Loop) -> list:
+    return [l.kind for l in nest_loops(loop)]
+
+
 def test_a_blocked_nest_runs_its_first_loop_of_more_than_one_iteration_in_parallel():
     k = stdlib("conv_transpose2d")  # a batch of 1
     res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))

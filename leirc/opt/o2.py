@@ -79,6 +79,11 @@ of the lane loop. A reduction loop that no width divides is first ``loop_peel``-
 remainder is at most 1/:data:`MAX_PEELED` of it (a min over 255 columns: 240 in partial sums,
 then 15 scalar steps that continue the same reduction as an update).
 
+A sum (or max, min) over the rows of each column, ``S_{i} += M_{j,i}`` with ``i`` the only
+spatial loop (a batch norm's statistics over the batch), runs as parallel blocks of ``lanes``
+columns with the rows summed in a vector loop (:func:`_column_reductions`); -O1 would open one
+parallel region per row.
+
 Then every intermediate that a top-level loop of at least :data:`MIN_ROWS` iterations uses
 alone, one row per iteration (the loop index is the same subscript in every access), with at
 most :data:`ROW_FOOTPRINT` bytes per row, gets ``privatize`` at that loop: softmax's stored
@@ -721,6 +726,56 @@ def _privatize_rows(run: PipelineRun) -> None:
         idx += 1
 
 
+def _column_reductions(run: PipelineRun, lanes: int) -> None:
+    """A reduction over the rows of a column block, ``T_{i} += E_{r, ..., i}`` with the
+    reduction loops inside ``i``, the only spatial loop, and ``i`` the last subscript of every
+    access at unit stride (a batch norm's statistics over the batch), gets ``loop_split`` of ``i`` by ``lanes`` and
+    ``loop_reorder`` to ``io, reductions, i`` with ``i`` vectorized: each thread sums a
+    block of columns along unit-stride rows. -O1 alone moves ``i`` innermost and parallelizes
+    it under the serial reduction loop, one parallel region per row (64 regions of 256
+    additions each in l2_033's batch norm)."""
+    for idx, item in enumerate(run.res.kernel.body):
+        if not isinstance(item, A.Loop):
+            continue
+        chain = nest_chain(item)
+        body = chain[-1].body
+        if len(body) != 1 or not isinstance(body[0], A.Assign) or any(l.kind != "L" or l.start != 0 for l in chain):
+            continue
+        st = body[0]
+        si = run.res.result.info(st)
+        if si.kind != "reduce" or si.op not in ("+", "max", "min") or not st.target.indices:
+            continue
+        last = st.target.indices[-1]
+        if not isinstance(last, A.Var):
+            continue
+        i = last.name
+        vars_ = [l.var for l in chain]
+        spatial = [v for v in vars_ if v not in si.reduce_vars]
+        if spatial != [i] or vars_.index(i) == len(vars_) - 1:
+            # i is the only spatial loop, with the reductions inside it: with another spatial
+            # loop outside, -O1 parallelizes that one (rmsnorm's n) and the rows stream
+            continue
+        ext = chain[vars_.index(i)].extent
+        if ext % lanes or ext < 2 * lanes:
+            continue
+        reads = [n for n in A.walk(st.value) if isinstance(n, A.Access)]
+        if not reads or not all(_unit_stride_last(a, i) for a in reads + [st.target]):
+            continue
+        if any(_uses(a, r) and len(a.indices) - 1 in _uses(a, r) for a in reads for r in si.reduce_vars):
+            continue
+        mark = run.res.mark()
+        split = run.step("loop_split", loop=f"N{idx}.{i}", factor=lanes)
+        if split is None:
+            continue
+        io, inner = split.created["outer"], split.created["inner"]
+        order = [find_loop(run.res.kernel, io)[0].var] + [v for v in vars_ if v != i] + \
+            [find_loop(run.res.kernel, inner)[0].var]
+        head = nest_chain(run.res.kernel.body[idx])[0].var
+        if run.step("loop_reorder", loop=f"N{idx}.{head}", order=",".join(order)) is None or \
+                run.step("loop_vectorization", loop=f"N{idx}.{order[-1]}") is None:
+            run.res.undo(mark, f"nest N{idx}: column reduction left to -O1")
+
+
 def _elementwise_pair(run: PipelineRun, idx: int) -> bool:
     """-O1 fuses nests ``idx`` and ``idx + 1`` into one loop body (better than two passes in
     one row loop): row fusion leaves the pair to it."""
@@ -842,6 +897,7 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
                 run.res.undo(mark, f"nest N{idx}: undo padding and masking (the nest was not blocked)")
         idx += 1
     _partial_sums(run, tiles.lanes)
+    _column_reductions(run, tiles.lanes)
     _privatize_rows(run)
     rest = o1.optimize(run.res.kernel, target, run.res.result)
     run.res.kernel, run.res.result = rest.kernel, rest.result
