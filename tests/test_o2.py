@@ -228,6 +228,31 @@ def test_a_column_reduction_runs_blocks_of_columns_in_parallel_not_one_region_pe
     assert o2.optimize(k3).kernel == o1.optimize(k3).kernel
 
 
+def test_an_intrinsic_fused_with_a_reduction_along_its_loop_is_split_off_and_vectorized():
+    from leirc.verify import verify
+
+    # GELU then a sum over each row of 30: -O1 fuses the two, and the sum keeps j serial
+    src = (r"\kernel k(X: f32[16, 30]) -> (S: f32[16]) {"
+           r"L^{16}_{i=0} L^{30}_{j=0} [ G^{f32,g}_{i,j} = 0.5*X^{f32,g}_{i,j}*(1.0 + erf(X^{f32,g}_{i,j}*0.7071067811865476)); ];"
+           r"L^{16}_{i=0} L^{30}_{j=0} [ S^{f32,g}_{i} = S^{f32,g}_{i} + G^{f32,g}_{i,j}; ]; }")
+    k = parse(src).module.kernels[0]
+    fused = o1.optimize(k).kernel
+    assert len(fused.body) == 1 and not any(l.kind == "V" for l in A.walk(fused) if isinstance(l, A.Loop))
+    res = o2.optimize(k, tiles=o2.Tiles(mr=8, nr=32, lanes=16))
+    assert [s.name for s in res.steps][-2:] == ["operator_fission", "loop_vectorization"]
+    first, second = res.kernel.body
+    assert nest_loops(first)[-1].kind == "V" and nest_loops(first)[-1].extent == 30
+    assert any(isinstance(n, A.Call) and n.func == "erf" for n in A.walk(first))
+    assert all(l.kind != "V" for l in nest_loops(second))  # the sum reads G back, serially
+    assert replay(k, res.steps) == res.kernel
+    rep = verify(print_kernel(res.kernel), src, target="interp", seeds=(0, 1), dists=("normal",))
+    assert rep.equal, rep.failures
+    # without an intrinsic the fused loop (one pass) stays as -O1 left it
+    cheap = src.replace("erf(X^{f32,g}_{i,j}*0.7071067811865476)", "X^{f32,g}_{i,j}")
+    kc = parse(cheap).module.kernels[0]
+    assert not any(s.name == "operator_fission" for s in o2.optimize(kc).steps)
+
+
 def nest_loops(loop: A.Loop) -> list:
     out = []
     while isinstance(loop, A.Loop):

@@ -93,7 +93,10 @@ allocated per iteration, so the row stays in cache and is never written back to 
 
 Then :func:`leirc.opt.o1.optimize` runs on the result (fusion, reordering, parallel and
 vector loops for the other nests; on a blocked nest it only marks a nested loop parallel,
-which the lowering runs serially). -O1 vectorizes perfect chains only, so last, every innermost
+which the lowering runs serially). Where -O1 fused an expensive intrinsic with a reduction
+along the same innermost loop (GELU and a global average pool), the reduction keeps that loop
+serial: ``operator_fission`` splits the reduction off and the element-wise loop is vectorized
+(:func:`_split_off_reductions`). -O1 vectorizes perfect chains only, so last, every innermost
 serial loop of a nest that is not a perfect chain, that reads or writes at unit stride along
 it, has at least ``4 * lanes`` iterations and a multiple of ``lanes``, does not reduce along it
 and calls nothing without a vector form (:func:`leirc.opt.o1.scalar_only_calls`) gets
@@ -831,6 +834,40 @@ def _vectorize_inner(run: PipelineRun, lanes: int) -> None:
             done.add(split.created["outer"])
 
 
+def _split_off_reductions(run: PipelineRun) -> None:
+    """A perfect chain whose serial innermost loop computes an expensive intrinsic
+    (:data:`LIBM_CALLS`) element-wise and then reduces along that loop (-O1 fused
+    ``G = gelu(C)`` with ``S_{i,j} += G_{i,j,k,m}``; the reduction keeps the loop serial, so
+    the erf ran as scalar code) gets ``operator_fission`` before its trailing reductions and
+    ``loop_vectorization`` of the element-wise nest's innermost loop, of any extent. The
+    reduction then reads the stored values again, a pass that costs less than scalar
+    intrinsics (l2_067: 0.64 -> 0.19 ms)."""
+    idx = 0
+    while idx < len(run.res.kernel.body):
+        item = run.res.kernel.body[idx]
+        idx += 1
+        if not isinstance(item, A.Loop):
+            continue
+        chain = nest_chain(item)
+        inner = chain[-1]
+        stmts = list(inner.body)
+        if inner.kind != "L" or len(stmts) < 2 or not all(isinstance(x, A.Assign) for x in stmts) \
+                or o1.scalar_only_calls(inner):
+            continue
+        along = [run.res.result.info(st).kind == "reduce" and inner.var not in _target_vars(st) for st in stmts]
+        at = along.index(True) if True in along else len(stmts)
+        if at == 0 or at == len(stmts) or not all(along[at:]):
+            continue
+        if not any(isinstance(n, A.Call) and n.func in LIBM_CALLS for st in stmts[:at] for n in A.walk(st.value)):
+            continue
+        mark = run.res.mark()
+        if run.step("operator_fission", nest=idx - 1, at=at) is None or \
+                run.step("loop_vectorization", loop=f"N{idx - 1}.{inner.var}") is None:
+            run.res.undo(mark, f"nest N{idx - 1}: the reduction stays fused (no vector loop without it)")
+            continue
+        idx += 1  # the reductions' nest
+
+
 def _target_vars(st: A.Assign) -> set:
     return {n.name for i in st.target.indices for n in A.walk(i) if isinstance(n, A.Var)}
 
@@ -903,6 +940,7 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     run.res.kernel, run.res.result = rest.kernel, rest.result
     run.res.steps.extend(rest.steps)
     run.res.log.extend(rest.log)
+    _split_off_reductions(run)
     _vectorize_inner(run, tiles.lanes)
     return run.res
 
