@@ -199,7 +199,7 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def _workload(path: Path):
+def workload_row(path: Path):
     """(LEIR source, parameters by LEIR name, eager call) of a workload-suite module: the module
     takes its activations in the kernel's input order, its parameters are its own."""
     import torch
@@ -237,7 +237,7 @@ def sweep(args) -> int:
     for path in sorted((REPO / "benchmarks" / "workloads").glob("*.py")) if args.workloads else []:
         if args.only and path.stem not in args.only:
             continue
-        sources[path.stem], weights[path.stem], impls[path.stem] = _workload(path)
+        sources[path.stem], weights[path.stem], impls[path.stem] = workload_row(path)
         names.append(path.stem)
     old = old_o2_texts(args.old_o2, sources) if args.old_o2 else {}
     rows = []
