@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -199,11 +200,22 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
+def input_sets(kernel, params: Optional[dict] = None) -> tuple[list, list]:
+    """Three input sets (uniform [0, 1), seeds 0-2) as (by LEIR name, the positional arrays of the
+    eager call). ``params`` (a workload's own parameters) replace the random arrays of those
+    inputs and are left out of the eager call's arguments (the module holds them)."""
+    params = params or {}
+    sets = []
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        sets.append({p.name: params[p.name] if p.name in params else rng.random(tuple(p.shape), dtype=np.float32)
+                     for p in kernel.inputs})
+    return sets, [[st[p.name] for p in kernel.inputs if p.name not in params] for st in sets]
+
+
 def workload_row(path: Path):
     """(LEIR source, parameters by LEIR name, eager call) of a workload-suite module: the module
     takes its activations in the kernel's input order, its parameters are its own."""
-    import torch
-
     from leirc.frontend.importer import import_model
 
     imp = import_model(str(path))
@@ -255,14 +267,7 @@ def sweep(args) -> int:
             kb = o2.optimize(k, tiles=o2.Tiles(mr=int(mr), nr=int(nr), lanes=int(lanes), outer=outer)).kernel
             texts["o2_b"] = print_module(A.Module((kb,)), PRETTY)
         texts = {lab: t for lab, t in texts.items() if lab not in args.skip.split(",")}
-        sets_np = []
-        for s in range(3):
-            rng = np.random.default_rng(s)
-            sets_np.append([rng.random(tuple(p.shape), dtype=np.float32) for p in k.inputs])
-        sets = [{p.name: a for p, a in zip(k.inputs, s)} for s in sets_np]
-        for st in sets:  # a workload's parameters are the module's own (the activations stay random)
-            st.update(weights.get(name, {}))
-        sets_np = [[st[p.name] for p in k.inputs if p.name not in weights.get(name, {})] for st in sets]
+        sets, sets_np = input_sets(k, weights.get(name, {}))
         sessions = {lab: KernelSession(t, threads=threads, timeout=600) for lab, t in texts.items()}
         timers, notes = {}, {}
         for lab, sess in sessions.items():
@@ -407,14 +412,7 @@ def main(argv=None) -> int:
             log(f"{name} {label}: -O2 + {'; '.join(applied)}")
             if args.show:
                 log(texts[label])
-        sets_np = []
-        for s in range(3):
-            rng = np.random.default_rng(s)
-            sets_np.append([rng.random(tuple(p.shape), dtype=np.float32) for p in k.inputs])
-        sets = [{p.name: a for p, a in zip(k.inputs, s)} for s in sets_np]
-        for st in sets:  # a workload's parameters are the module's own (the activations stay random)
-            st.update(weights.get(name, {}))
-        sets_np = [[st[p.name] for p in k.inputs if p.name not in weights.get(name, {})] for st in sets]
+        sets, sets_np = input_sets(k)
         zeros = {p.name: np.zeros(tuple(p.shape), np.float32) for p in k.outputs}
         timers, sessions, notes, same = {}, [], {}, {}
         ref_out = None

@@ -32,3 +32,17 @@ def test_a_workload_row_runs_the_module_and_its_leir_on_the_same_parameters():
         got = s.run({**x, **weights}, {o.name: np.zeros(tuple(o.shape), dtype=np.float32)})
     assert got.ok, got.error
     np.testing.assert_allclose(got.outputs[o.name], want, rtol=1e-4, atol=1e-4)
+
+
+def test_input_sets_keep_a_workloads_parameters_out_of_the_eager_call():
+    src, weights, _ = bench_blocking.workload_row(REPO / "benchmarks" / "workloads" / "l1_087_pointwise_conv2d.py")
+    k = check_text(src).results[0].kernel
+    sets, eager_args = bench_blocking.input_sets(k, weights)
+    assert len(sets) == len(eager_args) == 3
+    for st, args in zip(sets, eager_args):
+        assert all(st[n] is a for n, a in weights.items())  # the module's own arrays, not random ones
+        assert [a.shape for a in args] == [tuple(p.shape) for p in k.inputs if p.name not in weights]
+    assert not np.array_equal(eager_args[0][0], eager_args[1][0])  # each set its own activations
+    # a stdlib kernel: every input random, all of them the eager call's arguments
+    plain, plain_args = bench_blocking.input_sets(check_text((REPO / "stdlib" / "gemv.leir").read_text()).results[0].kernel)
+    assert [list(st) for st in plain] == [["A", "X"]] * 3 and all(len(a) == 2 for a in plain_args)

@@ -279,6 +279,7 @@ STREAMED_BYTES = 1 << 20
 
 
 def _operands(kernel: A.Kernel, g: Gemm) -> list:
+    """The accesses ``g``'s statement reads, its accumulator's own read excluded."""
     st = next(s for r, s, _ in iter_stmts(kernel) if r == g.stmt)
     return [n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target]
 
@@ -294,7 +295,7 @@ def tile_reuses_an_operand(kernel: A.Kernel, g: Gemm) -> bool:
     return any(not _uses(a, g.i) or not _uses(a, g.j) for a in _operands(kernel, g))
 
 
-def _operand_bytes(result: CheckResult, g: Gemm, kernel: A.Kernel) -> int:
+def _operand_bytes(kernel: A.Kernel, result: CheckResult, g: Gemm) -> int:
     """Bytes of the distinct tensors ``g``'s statement reads (whole buffers)."""
     total = 0
     for name in sorted({a.name for a in _operands(kernel, g)}):
@@ -310,9 +311,8 @@ def transposed_operands(kernel: A.Kernel, result: CheckResult, g: Gemm) -> Optio
     dimension than the last (``W_{j,k}``), if each is a kernel input indexed there by plain
     ``j`` alone and not by ``i``: packing it along that dimension by ``nr`` after tiling
     makes the tile's reads unit stride (``P_{jo,k,j}``). None if some operand cannot be."""
-    st = next(s for r, s, _ in iter_stmts(kernel) if r == g.stmt)
     out = []
-    for a in (n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target):
+    for a in _operands(kernel, g):
         if not _uses(a, g.j) or _unit_stride_last(a, g.j):
             continue
         info = result.tensors.get(a.name)
@@ -422,9 +422,7 @@ def _peel_for_tiles(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles,
     false or no operand read along ``j`` skips ``i``: without that reuse across the tile's rows
     (depthwise_conv2d's input, a row sum's) the blocked head was slower than -O1's whole nest
     (depthwise_conv2d 6.1 ms against 0.73)."""
-    st = next(s for r, s, _ in iter_stmts(run.res.kernel) if r == g.stmt)
-    reads = [n for n in A.walk(st.value) if isinstance(n, A.Access) and n != st.target]
-    reused = any(_uses(a, g.j) and not _uses(a, g.i) for a in reads)
+    reused = any(_uses(a, g.j) and not _uses(a, g.i) for a in _operands(run.res.kernel, g))
     for v, want, step in ((g.j, tiles.nr, tiles.lanes), (g.i, tiles.mr, 1)):
         chain = nest_chain(run.res.kernel.body[idx])
         ext = {l.var: l.extent for l in chain}
@@ -468,7 +466,7 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     :func:`_peel_for_tiles`). Returns how many nests it added before ``idx`` (the packing
     copies), or -1 if the nest was left to -O1."""
     mark = run.res.mark()
-    if not tile_reuses_an_operand(run.res.kernel, g) and _operand_bytes(run.res.result, g, run.res.kernel) > STREAMED_BYTES:
+    if not tile_reuses_an_operand(run.res.kernel, g) and _operand_bytes(run.res.kernel, run.res.result, g) > STREAMED_BYTES:
         run.res.log.append(f"nest N{idx}: not blocked: every operand reads both {g.i} and {g.j} and they exceed "
                            f"{STREAMED_BYTES >> 10} KiB (a reduction streamed from memory; -O1's order streams it)")
         return -1
