@@ -45,6 +45,31 @@ from ..strategies.base import Context, Rewrite, plan_step
 from ..strategies.rewrite import find_loop, nest_chain, ref_at, refs_at
 
 
+@dataclass(frozen=True)
+class Choices:
+    """-O1's decisions as arguments (a tuner's knobs, :mod:`leirc.search.space`); the defaults are
+    the pipeline described above. ``fuse``/``reorder``: steps 1 and 2 on or off; ``parallel``:
+    which dependence-free loop of a nest runs in parallel (``"outer"``: the first in pre-order,
+    ``"inner"``: the second when there is one, ``"none"``); ``grain``: that loop is first split by
+    ``grain`` and its outer part parallelized (fewer, larger tasks; 1: as it is); ``jam``: the
+    outermost loop of a perfect chain of three or more is unrolled by ``jam`` and jammed into the
+    loop around the innermost one (``unroll_and_jam``: ``jam`` accumulators per loaded operand;
+    1: not); ``vector``: the widest vector split tried (16, 8 or 4; 0: no vector loops)."""
+
+    fuse: bool = True
+    reorder: bool = True
+    parallel: str = "outer"
+    grain: int = 1
+    jam: int = 1
+    vector: int = 16
+
+    def __post_init__(self):
+        if self.parallel not in ("outer", "inner", "none"):
+            raise ValueError(f"-O1 parallel choice '{self.parallel}': one of outer, inner, none")
+        if self.vector not in (0, 4, 8, 16) or self.grain < 1 or self.jam < 1:
+            raise ValueError(f"-O1 choices out of range: vector={self.vector} grain={self.grain} jam={self.jam}")
+
+
 @dataclass
 class O1Result:
     kernel: A.Kernel
@@ -161,21 +186,36 @@ def _reorder(res: O1Result) -> None:
         _try(res, Step.make("loop_reorder", loop=ref_at(res.kernel, (idx,)), order=",".join(order)))
 
 
-def _parallelize(res: O1Result) -> None:
-    """Per nest, the first (outermost, pre-order) loop that may run in parallel. The sites
+def _parallelize(res: O1Result, choices: Choices = Choices()) -> None:
+    """Per nest, the first (outermost, pre-order) loop that may run in parallel (the second
+    with ``choices.parallel == "inner"``, split by ``choices.grain`` first). The sites
     are listed once; a site's loop is carried over the parallelizations of earlier nests
     by its handle (each step is checked again when it is applied)."""
+    if choices.parallel == "none":
+        return
     kernel = res.kernel
-    first: dict[int, str] = {}
+    legal: dict[int, list[str]] = {}
     for site in get("loop_parallelization").sites(res.context()):
         nest = find_loop(kernel, site.fixed["loop"])[1][0]
-        first.setdefault(nest, site.fixed["loop"])
+        legal.setdefault(nest, []).append(site.fixed["loop"])
+    nth = 1 if choices.parallel == "inner" else 0
+    first = {idx: refs[min(nth, len(refs) - 1)] for idx, refs in legal.items()}
     applied: list[Rewrite] = []
     for idx in sorted(first):
         ref = _forward(first[idx], applied)
         if ref is None:
             res.log.append(f"nest N{idx}: the loop {first[idx]} did not survive the earlier steps")
             continue
+        lp = find_loop(res.kernel, ref)[0]
+        if choices.grain > 1 and lp.start == 0 and lp.extent % choices.grain == 0 and lp.extent // choices.grain >= 2:
+            mark = res.mark()
+            split = _try(res, Step.make("loop_split", loop=ref, factor=choices.grain))
+            rw = _try(res, Step.make("loop_parallelization", loop=split.created["outer"])) if split else None
+            if rw is not None:
+                applied.extend([split, rw])
+                continue
+            res.undo(mark, f"{ref}: no parallel loop of grain {choices.grain}")
+            ref = _forward(first[idx], applied)
         rw = _try(res, Step.make("loop_parallelization", loop=ref))
         if rw is not None:
             applied.append(rw)
@@ -194,7 +234,22 @@ def scalar_only_calls(loop: A.Loop) -> list[str]:
                    if isinstance(n, A.Call) and n.func in _NO_VECTOR_FORM and expr_type(n) == "f64"})
 
 
-def _vectorize(res: O1Result) -> None:
+def _jam(res: O1Result, factor: int) -> None:
+    """``unroll_and_jam`` of the outermost loop of every perfect chain of three or more loops
+    into the loop around its innermost one, by ``factor`` where that divides it."""
+    for idx in range(len(res.kernel.body)):
+        item = res.kernel.body[idx]
+        if not isinstance(item, A.Loop):
+            continue
+        chain = nest_chain(item)
+        if len(chain) < 3 or chain[0].extent % factor or chain[0].extent <= factor:
+            continue
+        refs = refs_at(res.kernel, _chain_paths(idx, chain))
+        paths = _chain_paths(idx, chain)
+        _try(res, Step.make("unroll_and_jam", loop=refs[paths[0]], factor=factor, into=refs[paths[-2]]))
+
+
+def _vectorize(res: O1Result, widest: int = 16) -> None:
     for idx in range(len(res.kernel.body)):
         item = res.kernel.body[idx]
         if not isinstance(item, A.Loop):
@@ -209,10 +264,11 @@ def _vectorize(res: O1Result) -> None:
             res.log.append(f"nest N{idx}: {', '.join(scalar)} has no vector form; {inner.var} stays scalar")
             continue
         if inner.extent <= 16:
-            _try(res, Step.make("loop_vectorization", loop=ref))
+            if widest:
+                _try(res, Step.make("loop_vectorization", loop=ref))
             continue
         for lanes in (16, 8, 4):
-            if inner.extent % lanes:
+            if lanes > widest or inner.extent % lanes:
                 continue
             mark = res.mark()
             split = _try(res, Step.make("loop_split", loop=ref, factor=lanes))
@@ -264,19 +320,25 @@ def _bind_cuda(res: O1Result) -> None:
             res.undo(mark, f"undo binding of {ref}")
 
 
-def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResult] = None) -> O1Result:
+def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResult] = None, *,
+             choices: Choices = Choices()) -> O1Result:
     """Run the -O1 pipeline for ``target`` (``llvm`` or ``cuda``); ``result`` is the
-    kernel's check result when the caller has it (it is not computed again)."""
+    kernel's check result when the caller has it (it is not computed again); ``choices``
+    its decisions (:class:`Choices`; CUDA uses ``fuse`` and ``reorder`` only)."""
     if result is None or result.kernel is not kernel:
         result = check_kernel(kernel)
     if not result.ok:
         raise NotApplicable("-O1", "the program has errors")
     res = O1Result(kernel, result=result)
-    _fuse(res)
-    _reorder(res)
+    if choices.fuse:
+        _fuse(res)
+    if choices.reorder:
+        _reorder(res)
     if target == "cuda":
         _bind_cuda(res)
     else:
-        _parallelize(res)
-        _vectorize(res)
+        if choices.jam > 1:
+            _jam(res, choices.jam)
+        _parallelize(res, choices)
+        _vectorize(res, choices.vector)
     return res

@@ -143,7 +143,7 @@ from ..strategies import NotApplicable, Step, get
 from ..strategies.base import Context, plan_step
 from ..strategies.rewrite import find_loop, iter_loops, iter_stmts, nest_chain, tensors_read, tensors_written
 from . import o1
-from .o1 import O1Result
+from .o1 import Choices as O1Choices, O1Result
 
 if TYPE_CHECKING:
     from .o2_cuda import GpuTiles
@@ -162,23 +162,48 @@ class Tiles:
     outer: str = "j"
 
 
-def host_vector_lanes(cpuinfo: str = "/proc/cpuinfo") -> int:
-    """f32 lanes of the widest vector unit the host CPU reports (16, 8 or 4)."""
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return 4
-    if "avx512f" in flags:
-        return 16
-    if "avx2" in flags or "avx" in flags:
-        return 8
-    return 4
+@dataclass(frozen=True)
+class Choices:
+    """-O2's decisions besides the register tile, as arguments (a tuner's knobs,
+    :mod:`leirc.search.space`); the defaults are the pipeline of the module docstring. Each
+    flag turns one of its phases on or off: ``cse`` (a libm call computed once), ``outer_fusion``
+    (passes over the same rows in one row loop), ``block`` (register blocking of GEMM-like nests),
+    ``pack`` (packing transposed operands; without it only layouts read at unit stride are
+    blocked), ``unroll`` (the tile rows and vector groups unrolled), ``partial_sums``,
+    ``column_reductions``, ``privatize`` (row intermediates private to their row loop),
+    ``fission`` (an intrinsic split off a reduction), ``vectorize_inner`` (vector loops inside
+    fused row loops); ``o1``: the decisions of the ``-O1`` pass that runs in the middle."""
+
+    cse: bool = True
+    outer_fusion: bool = True
+    block: bool = True
+    pack: bool = True
+    unroll: bool = True
+    partial_sums: bool = True
+    column_reductions: bool = True
+    privatize: bool = True
+    fission: bool = True
+    vectorize_inner: bool = True
+    o1: O1Choices = O1Choices()
 
 
-def default_tiles(target: str = "llvm") -> Tiles:
-    lanes = host_vector_lanes() if target == "llvm" else 4
-    return Tiles(mr=8 if lanes >= 16 else 4, nr=2 * lanes, lanes=lanes)
+def host_vector_lanes(cpuinfo: Optional[str] = None) -> int:
+    """f32 lanes of the widest vector unit the host's OS grants (16, 8 or 4): the target's
+    (:class:`leirc.target.Target`), from ``/proc/cpuinfo`` or the given cpuinfo text."""
+    from ..target import Target, target_of
+
+    return (target_of("llvm") if cpuinfo is None else Target.host(cpuinfo=cpuinfo)).lanes()
+
+
+def default_tiles(target="llvm") -> Tiles:
+    """The register tile for ``target`` (a spec or :class:`leirc.target.Target`): ``lanes``
+    from the vector width its features grant, ``mr`` 8 rows with 32 vector registers (AVX-512)
+    else 4, ``nr`` two vectors."""
+    from ..target import target_of
+
+    t = target_of(target)
+    lanes = t.lanes() if t.kind == "llvm" else 4
+    return Tiles(mr=8 if lanes >= 16 else 4, nr=2 * lanes, lanes=max(lanes, 4))
 
 
 def tile_variants(target: str = "llvm") -> list[Tiles]:
@@ -460,7 +485,7 @@ def _fit_or_whole(extent: int, want: int, step: int) -> Optional[int]:
 
 
 def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[tuple[str, int]] = (),
-                peel: bool = False) -> int:
+                peel: bool = False, unroll: bool = True) -> int:
     """Register-block the GEMM-like nest ``idx`` (``packs``: its transposed operands, packed
     along ``j`` after tiling; ``peel``: a remainder no tile divides may be peeled off,
     :func:`_peel_for_tiles`). Returns how many nests it added before ``idx`` (the packing
@@ -523,7 +548,8 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
     chain = nest_chain(run.res.kernel.body[idx])
     outer = next((l for l in chain if l.extent > 1), chain[0])
     run.step("loop_parallelization", loop=f"N{idx}.{outer.var}")
-    run.step("loop_unrolling", loop=f"N{idx}.{g.i}")
+    if unroll:
+        run.step("loop_unrolling", loop=f"N{idx}.{g.i}")
     for nth in (0, 1):  # the accumulation nest, then the write-back nest
         j = run.loop(idx, g.j, nth)
         if j is None:
@@ -532,7 +558,7 @@ def _block_gemm(run: PipelineRun, idx: int, g: Gemm, tiles: Tiles, packs: list[t
             split = run.step("loop_split", loop=j, factor=tiles.lanes)
             if split is None:
                 continue
-            if nth == 0:
+            if nth == 0 and unroll:
                 run.step("loop_unrolling", loop=split.created["outer"])
             j = split.created["inner"]
         run.step("loop_vectorization", loop=j)
@@ -897,10 +923,11 @@ def _partial_sums(run: PipelineRun, lanes: int) -> None:
 
 
 def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResult] = None, *,
-             tiles: Optional[Tiles] = None, gpu: Optional[GpuTiles] = None) -> O1Result:
+             tiles: Optional[Tiles] = None, gpu: Optional[GpuTiles] = None,
+             choices: Choices = Choices()) -> O1Result:
     """Run the -O2 pipeline (module docstring) for ``target``; ``tiles`` overrides the
     register tile the target suggests (:func:`default_tiles`), ``gpu`` the CUDA launch
-    shape (:class:`GpuTiles`)."""
+    shape (:class:`GpuTiles`), ``choices`` the phases it runs (:class:`Choices`, CPU only)."""
     if result is None or result.kernel is not kernel:
         result = check_kernel(kernel)
     if not result.ok:
@@ -912,18 +939,21 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
     tiles = tiles or default_tiles(target)
     run = PipelineRun(kernel, result)
     run.res.log.append(f"register tile mr={tiles.mr} nr={tiles.nr} lanes={tiles.lanes}")
-    _share_libm_calls(run)
-    _fuse_row_passes(run)
+    if choices.cse:
+        _share_libm_calls(run)
+    if choices.outer_fusion:
+        _fuse_row_passes(run)
     idx = 0
-    while idx < len(run.res.kernel.body):
+    while choices.block and idx < len(run.res.kernel.body):
         mark = run.res.mark()
         padded = _pad_guarded_inputs(run, idx) if gemm_like(run.res.kernel, run.res.result, idx,
                                                             unit_stride=False) else 0
         # every layout whole first; peeling a remainder off only when none tiles as it is
         # (conv_transpose2d blocks over its output channels instead of peeling its width)
         for g, packs, peel in ((g, packs, peel) for peel in (False, True)
-                               for g, packs in _gemm_layouts(run.res.kernel, run.res.result, idx + padded)):
-            added = _block_gemm(run, idx + padded, g, tiles, packs, peel)
+                               for g, packs in _gemm_layouts(run.res.kernel, run.res.result, idx + padded)
+                               if choices.pack or not packs):
+            added = _block_gemm(run, idx + padded, g, tiles, packs, peel, choices.unroll)
             if added >= 0:
                 idx += padded + added
                 break
@@ -931,17 +961,22 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
             if len(run.res.steps) > mark[2]:
                 run.res.undo(mark, f"nest N{idx}: undo padding and masking (the nest was not blocked)")
         idx += 1
-    _partial_sums(run, tiles.lanes)
-    _column_reductions(run, tiles.lanes)
-    _privatize_rows(run)
-    rest = o1.optimize(run.res.kernel, target, run.res.result)
+    if choices.partial_sums:
+        _partial_sums(run, tiles.lanes)
+    if choices.column_reductions:
+        _column_reductions(run, tiles.lanes)
+    if choices.privatize:
+        _privatize_rows(run)
+    rest = o1.optimize(run.res.kernel, target, run.res.result, choices=choices.o1)
     run.res.kernel, run.res.result = rest.kernel, rest.result
     run.res.steps.extend(rest.steps)
     run.res.log.extend(rest.log)
-    _split_off_reductions(run)
-    _vectorize_inner(run, tiles.lanes)
+    if choices.fission:
+        _split_off_reductions(run)
+    if choices.vectorize_inner:
+        _vectorize_inner(run, tiles.lanes)
     return run.res
 
 
-__all__ = ["LIBM_CALLS", "MAX_PEELED", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
+__all__ = ["LIBM_CALLS", "MAX_PEELED", "Choices", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
            "optimize", "partial_sums_peel", "partial_sums_site", "tile_reuses_an_operand", "tile_variants"]
