@@ -26,6 +26,7 @@ from .common import CliError, json_document, print_diagnostics, print_json
 #: subcommand modules, in the order ``leirc --help`` lists them
 COMMANDS = [
     "check",
+    "explain",
     "fmt",
     "convert",
     "import",
@@ -40,6 +41,7 @@ COMMANDS = [
     "suggest",
     "dataset",
     "lsp",
+    "target",
 ]
 
 
