@@ -1,4 +1,9 @@
-"""``leirc fmt FILE...``: print files in canonical form."""
+"""``leirc fmt FILE...``: print files in canonical form.
+
+``--check`` and ``--diff`` write nothing and exit 1 when a file is not formatted (as
+``black --check``/``--diff`` and ``rustfmt --check`` do, so a CI step fails on an unformatted
+file); ``--diff`` prints what formatting would change as a unified diff on stdout (``patch -p0``
+applies it), ``--check`` only names the files."""
 
 from __future__ import annotations
 
@@ -22,6 +27,9 @@ def register(sub) -> None:
     g.add_argument("--pretty", action="store_true", help="indented multi-line layout (default)")
     m = p.add_mutually_exclusive_group()
     m.add_argument("--check", action="store_true", help="exit 1 if a file is not already formatted; write nothing")
+    m.add_argument("--diff", action="store_true",
+                   help="print a unified diff of what formatting would change; exit 1 if anything would change "
+                        "(as --check); write nothing")
     m.add_argument("-i", "--in-place", action="store_true", help="rewrite the files (atomically)")
     p.set_defaults(func=run)
 
@@ -52,6 +60,18 @@ def _dropped_by_compact(m: A.Module) -> int:
     return len(A.all_comments(m)) - kept
 
 
+def unified_diff(before: str, after: str, name: str) -> list[str]:
+    """``diff -u`` of the file and its formatted text, a missing final newline marked as
+    ``diff`` marks it (so the output is a patch that applies)."""
+    import difflib
+
+    out = []
+    for line in difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                     fromfile=name, tofile=name):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return out
+
+
 def run(args) -> int:
     layout = COMPACT if args.compact else PRETTY
     status = 0
@@ -70,7 +90,11 @@ def run(args) -> int:
         out = print_module(pr.module, layout, comments=True)
         if layout == COMPACT and (lost := _dropped_by_compact(pr.module)):
             print(f"{name}: warning: --compact drops {lost} comment(s) inside kernels", file=sys.stderr)
-        if args.check:
+        if args.diff:
+            if out != pr.source:
+                sys.stdout.writelines(unified_diff(pr.source, out, name))
+                status = max(status, 1)
+        elif args.check:
             if out != pr.source:
                 print(f"{name}: would reformat", file=sys.stderr)
                 status = max(status, 1)
