@@ -84,7 +84,7 @@ class O1:
     def optimize(self, result: CheckResult, target: str) -> Optimized:
         from .opt.o1 import optimize
 
-        res = optimize(result.kernel, "cuda" if target == "cuda" else "llvm", result=result)
+        res = optimize(result.kernel, target, result=result)
         return Optimized(res.kernel, list(res.steps), list(res.log))
 
 
@@ -96,7 +96,7 @@ class O2:
     def optimize(self, result: CheckResult, target: str) -> Optimized:
         from .opt.o2 import optimize
 
-        res = optimize(result.kernel, "cuda" if target == "cuda" else "llvm", result)
+        res = optimize(result.kernel, target, result)
         return Optimized(res.kernel, list(res.steps), list(res.log))
 
 

@@ -4,7 +4,7 @@ Every import counts, including the ones inside functions: a lazy import hides a 
 violation from a reader, not from the design. The layers, lowest first (a module may import
 its own layer and the layers below it):
 
-    io, lang (the language: AST, parser, printer, types, diagnostics, affine forms, facts)
+    io, target (what a build targets: the OS-granted CPU features), lang (the language: AST, parser, printer, types, diagnostics, affine forms, facts)
     analysis (dependences, reduction forms, footprints)
     lang.checker, lang.canonical, lang.load (checking and canonical forms use the analysis)
     algebra (SymPy bridge and proofs)
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "leirc"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("leirc", "leirc.io", "leirc.lang"),
+    ("leirc", "leirc.io", "leirc.target", "leirc.lang"),
     ("leirc.analysis",),
     ("leirc.lang.checker", "leirc.lang.canonical", "leirc.lang.load"),
     ("leirc.algebra",),

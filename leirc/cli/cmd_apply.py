@@ -11,7 +11,7 @@ from ..lang.canonical import fingerprint
 from ..lang.printer import COMPACT, PRETTY, print_module
 from ..strategies import NotApplicable, Step, StrategyBug, get, trace_from_json, trace_to_json
 from ..strategies.base import NUMERICS, parse_args, plan_step
-from .common import DEFAULT_THREADS, positive_int, CliError, load_checked, require_runnable, select_or_fail, write_output
+from .common import add_target_argument, DEFAULT_THREADS, positive_int, CliError, load_checked, require_runnable, select_or_fail, write_output
 
 
 def register(sub) -> None:
@@ -26,8 +26,7 @@ def register(sub) -> None:
     p.add_argument("--save-trace", metavar="TRACE.json", help="write the applied steps as a trace")
     p.add_argument("--kernel", help="kernel name (files with several kernels)")
     p.add_argument("--verify", action="store_true", help="verify the result against the input program")
-    p.add_argument("-t", "--target", default="llvm", choices=("llvm", "cuda", "interp"),
-                   help="where --verify runs the result: llvm (compiled for this CPU, default), cuda (needs a GPU) "
+    add_target_argument(p, kinds=("llvm", "cuda", "interp"), default="llvm", help="where --verify runs the result: llvm (compiled for this CPU, default), cuda (needs a GPU) "
                         "or interp (the reference interpreter)")
     p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                    help=f"threads of the compiled run (default {DEFAULT_THREADS})")

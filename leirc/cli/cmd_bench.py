@@ -10,7 +10,7 @@ same for every command), recorded with the result.
 
 from __future__ import annotations
 
-from .common import (DEFAULT_THREADS, CliError, Progress, json_document, non_negative_int, positive_float,
+from .common import (add_target_argument, DEFAULT_THREADS, CliError, Progress, json_document, non_negative_int, positive_float,
                      positive_int, print_json, require_runnable)
 
 
@@ -19,8 +19,7 @@ def register(sub) -> None:
                        description="Time a LEIR kernel in a worker process. Exit 0 on success, 1 if the program has "
                                    "errors or the kernel fails, 2 on usage/IO errors.")
     p.add_argument("file", metavar="KERNEL.leir", help="LEIR file ('-' for standard input)")
-    p.add_argument("-t", "--target", choices=("llvm", "cuda"), default="llvm",
-                   help="llvm (this CPU, default) or cuda (needs a GPU)")
+    add_target_argument(p, kinds=("llvm", "cuda"), default="llvm", help="llvm (this CPU, default) or cuda (needs a GPU)")
     p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                    help=f"TVM threads (default {DEFAULT_THREADS}, as every command)")
     p.add_argument("--repeat", type=positive_int, default=10, help="measurements (default 10)")

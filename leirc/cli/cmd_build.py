@@ -24,8 +24,8 @@ import json
 import os
 import sys
 
-from .common import (DEFAULT_THREADS, CliError, Progress, ensure_dir, positive_int, print_diagnostics, read_or_fail,
-                     write_npz, write_output)
+from .common import (add_target_argument, DEFAULT_THREADS, CliError, Progress, ensure_dir, json_document, positive_int, print_diagnostics,
+                     print_json, read_or_fail, write_npz, write_output)
 
 EMIT_KINDS = ("tir", "cuda", "lib")
 
@@ -36,7 +36,7 @@ def register(sub) -> None:
                                    "TIR and compile them. Exit 0 on success, 1 if the program has errors, does not "
                                    "build or does not verify, 2 on usage/IO errors.")
     p.add_argument("file", metavar="KERNEL.leir|MODEL.py", help="LEIR file ('-' for standard input) or model file")
-    p.add_argument("-t", "--target", choices=("llvm", "cuda"), default="llvm", help="llvm (CPU, default) or cuda")
+    add_target_argument(p, kinds=("llvm", "cuda"), default="llvm", help="llvm (CPU, default) or cuda")
     p.add_argument("-o", "--out-dir", default=".", metavar="OUTDIR", help="output directory (default: .)")
     p.add_argument("--emit", default=None, metavar="KINDS",
                    help="comma-separated outputs among tir, cuda, lib (default: tir,lib for llvm; tir,cuda,lib for cuda)")
@@ -81,13 +81,13 @@ def run(args) -> int:
             raise CliError(f"-O{opt}: optimization level must be a number or 'search'")
         raise CliError(f"-O{opt} is not available: choose " + " or ".join(f"-O{k}" for k in OPTIMIZERS))
     is_py = args.file.endswith(".py")
-    if is_py and args.target != "llvm":
+    if is_py and args.target == "cuda":
         raise CliError("a PyTorch model (.py) is built for -t llvm only (its verification runs the kernel here)")
     if args.arch is not None and args.target != "cuda":
         raise CliError(f"--arch {args.arch} applies to -t cuda only")
     if is_py and args.kernel is not None:
         raise CliError("--kernel does not apply to a MODEL.py: importing a model makes one kernel")
-    emit = args.emit.split(",") if args.emit else (["tir", "lib"] if args.target == "llvm" else ["tir", "cuda", "lib"])
+    emit = args.emit.split(",") if args.emit else (["tir", "cuda", "lib"] if args.target == "cuda" else ["tir", "lib"])
     emit = [e.strip() for e in emit if e.strip()]
     bad = [e for e in emit if e not in EMIT_KINDS]
     if bad:

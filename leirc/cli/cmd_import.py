@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import CliError, Progress, write_npz, write_output
+from .common import add_target_argument, CliError, Progress, write_npz, write_output
 
 
 def register(sub) -> None:
@@ -26,8 +26,7 @@ def register(sub) -> None:
                    help="write the kernel here and the weights to OUT.npz (default: kernel to stdout)")
     p.add_argument("--weights", metavar="W.npz", help="where to save the weights (default: next to -o)")
     p.add_argument("--verify", action="store_true", help="verify against the PyTorch module on seeds 0, 1, 2")
-    p.add_argument("-t", "--target", default="interp", choices=["interp", "llvm"],
-                   help="what runs the LEIR side of --verify (default: the reference interpreter)")
+    add_target_argument(p, kinds=("interp", "llvm"), default="interp", help="what runs the LEIR side of --verify (default: the reference interpreter)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..io import write_atomic
-from .common import read_input, usage_error
+from .common import add_target_argument, read_input, usage_error
 
 
 def register(sub) -> None:
@@ -20,7 +20,7 @@ def register(sub) -> None:
                                                                 "import: input file")
     p.add_argument("--memory", default=None, metavar="DB",
                    help="memory file (default: ~/.cache/leirc/memory.sqlite)")
-    p.add_argument("-t", "--target", choices=("llvm", "cuda"), default="llvm")
+    add_target_argument(p, kinds=("llvm", "cuda"), default="llvm")
     p.add_argument("--json", action="store_true", help="show: as JSON")
     p.set_defaults(func=run)
 

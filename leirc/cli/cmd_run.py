@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import (DEFAULT_THREADS, CliError, check_or_fail, json_document, non_negative_int, positive_float,
+from .common import (add_target_argument, DEFAULT_THREADS, CliError, check_or_fail, json_document, non_negative_int, positive_float,
                      positive_int, print_diagnostics, print_json, read_or_fail, require_runnable, write_npz)
 
 
@@ -28,8 +28,7 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="OUT.npz", help="write the outputs here")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for random inputs (default 0)")
     p.add_argument("--kernel", metavar="NAME", help="the kernel to run (required if the file has several)")
-    p.add_argument("-t", "--target", choices=("llvm", "cuda"), default="llvm",
-                   help="llvm (this CPU, default) or cuda (needs a GPU)")
+    add_target_argument(p, kinds=("llvm", "cuda"), default="llvm", help="llvm (this CPU, default) or cuda (needs a GPU)")
     p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                    help=f"TVM worker threads (default {DEFAULT_THREADS})")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds before the worker is killed (default 120)")

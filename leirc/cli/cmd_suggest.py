@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import CliError, json_document, load_checked, positive_int, print_json, select_or_fail
+from .common import add_target_argument, CliError, json_document, load_checked, positive_int, print_json, select_or_fail
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("file", metavar="KERNEL.leir")
     p.add_argument("--kernel", help="the kernel to look at (files with several kernels)")
     p.add_argument("-k", "--count", type=positive_int, default=5, metavar="N", help="suggestions to print (default 5)")
-    p.add_argument("-t", "--target", choices=("llvm", "cuda"), default="llvm")
+    add_target_argument(p, kinds=("llvm", "cuda"), default="llvm")
     p.add_argument("--memory", default=None, metavar="DB",
                    help="HTAM memory whose evidence joins the ranking (default: ~/.cache/leirc/memory.sqlite "
                         "when it exists; 'none': the cost model alone)")

@@ -11,7 +11,7 @@ import math
 import sys
 
 from ..lang.checker import check_text
-from .common import (DEFAULT_THREADS, CliError, Progress, json_document, positive_int, print_diagnostics, print_json,
+from .common import (add_target_argument, DEFAULT_THREADS, CliError, Progress, json_document, positive_int, print_diagnostics, print_json,
                      read_input, require_runnable)
 
 
@@ -39,8 +39,7 @@ def register(sub) -> None:
     p.add_argument("--oracle", default="vectorized", choices=("vectorized", "literal"),
                    help="reference interpreter mode: vectorized (default) or literal (loop by loop, the "
                         "semantics itself; slow, for small kernels)")
-    p.add_argument("-t", "--target", default="llvm", choices=("llvm", "cuda", "interp"),
-                   help="llvm (compile with TVM for the CPU, default), cuda (needs a GPU; `leirc build -t cuda` "
+    add_target_argument(p, kinds=("llvm", "cuda", "interp"), default="llvm", help="llvm (compile with TVM for the CPU, default), cuda (needs a GPU; `leirc build -t cuda` "
                         "compiles without one), or interp (interpret the candidate)")
     p.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                    help=f"threads of the compiled candidate (default {DEFAULT_THREADS})")

@@ -180,9 +180,44 @@ def select_kernel(cf, name: Optional[str]):
     return None, f"no kernel named '{name}' ({', '.join(r.kernel.name for r in ks)})"
 
 
+def target_kind(spec: str) -> str:
+    """``llvm``, ``cuda`` or ``interp`` of a ``-t`` value (``llvm -mcpu=...`` is ``llvm``)."""
+    return str(spec).split()[0] if spec else "llvm"
+
+
+def add_target_argument(p, *, kinds=("llvm", "cuda"), default: str = "llvm", help: Optional[str] = None) -> None:
+    """The one ``-t/--target`` option of every command that builds: ``llvm`` (this CPU, with
+    the instruction-set features the OS grants: ``leirc target``), ``llvm -mcpu=NAME
+    -mattr=+f,-g`` (another CPU, or features added/removed), ``cuda``, and ``interp`` where
+    the command can interpret instead of building. The value stays a spec string (what
+    workers receive); :func:`target_kind` gives its kind."""
+    def spec(text: str) -> str:
+        text = " ".join(str(text).split())
+        kind = target_kind(text)
+        if kind == "interp" and "interp" in kinds and text == "interp":
+            return text
+        if kind not in kinds:
+            raise argparse.ArgumentTypeError(f"invalid choice: '{text}' (choose from {', '.join(kinds)}, or "
+                                             "'llvm -mcpu=NAME -mattr=+f,-g')")
+        from ..target import Target, TargetError
+
+        try:
+            t = Target.parse(text)
+        except TargetError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if t.kind == "cuda" and t.arch != "sm_90":
+            raise argparse.ArgumentTypeError("give the CUDA architecture with --arch, not in -t")
+        return "cuda" if t.kind == "cuda" else ("llvm" if text in ("llvm", "host") else text)
+
+    p.add_argument("-t", "--target", type=spec, default=default, metavar="TARGET",
+                   help=help or f"{' | '.join(kinds)} (default {default}); 'llvm -mcpu=NAME -mattr=+f,-g' builds for "
+                                "another CPU or instruction set (see `leirc target`)")
+
+
 def require_runnable(target: str) -> None:
     """Refuse, before any work, a run on a target whose device this machine lacks (an
     environment problem is not a numerical verdict)."""
+    target = target_kind(target)
     if target in ("llvm", "interp"):
         return
     from ..lower.runner import device_available

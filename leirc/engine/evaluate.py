@@ -122,12 +122,13 @@ class Evaluation:
     startup_s: Optional[float] = None  # worker start-up + build, wall seconds (part of ``seconds``)
     cached: bool = field(default=False, compare=False)  # True when served from a cache
     oracle: str = "interpreter"  # which oracle judged: "interpreter" or "torch"
+    target: str = ""  # the fingerprint of the target it was built, run and timed on
 
     def to_json(self) -> dict:
         return {"fingerprint": self.fingerprint, "kernel": self.kernel, "ok": self.ok, "error_kind": self.error_kind,
                 "error": self.error, "verify": None if self.verify is None else self.verify.to_json(),
                 "timing": None if self.timing is None else asdict(self.timing), "build_s": self.build_s,
-                "startup_s": self.startup_s, "seconds": self.seconds, "oracle": self.oracle}
+                "startup_s": self.startup_s, "seconds": self.seconds, "oracle": self.oracle, "target": self.target}
 
     @classmethod
     def from_json(cls, d: dict, *, cached: bool = False) -> "Evaluation":
@@ -135,7 +136,7 @@ class Evaluation:
                    None if d.get("verify") is None else _report_from_json(d["verify"]),
                    None if d.get("timing") is None else _timing_from_json(d["timing"]),
                    d.get("build_s"), float(d.get("seconds", 0.0)), d.get("error"), d.get("kernel", ""),
-                   d.get("startup_s"), cached, d.get("oracle", "interpreter"))
+                   d.get("startup_s"), cached, d.get("oracle", "interpreter"), d.get("target", ""))
 
 
 class EvaluationCache:
@@ -218,6 +219,9 @@ class Evaluator:
             raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
         self.target = target
         self.target_name = target_name(target)
+        #: what evaluations are stored under: timings and verdicts from another machine (or
+        #: another instruction set) are never returned for this one
+        self.target_fingerprint = target_fingerprint(target)
         #: a leirc.lower.rpc.RemoteDevice: candidates run and are timed there (None: here)
         self.remote = remote
         if remote is not None:
@@ -280,7 +284,7 @@ class Evaluator:
         interpreter (``ref_kernel`` None then)."""
         spec = {"leirc": __version__, "candidate": _key_text(cand_kernel),
                 "reference": None if ref_kernel is None else _key_text(ref_kernel),
-                "target": self.target, "seeds": list(self.seeds),
+                "target": self.target_fingerprint, "seeds": list(self.seeds),
                 "dists": None if self.dists is None else list(self.dists),
                 "rtol": self.rtol, "norm_tol": self.norm_tol, "poison_intermediates": self.poison_intermediates,
                 "time": [self.warmup, self.repeat, self.min_repeat_ms] if self.time else None,
@@ -347,7 +351,7 @@ class Evaluator:
 
         def done(ok, kind, rep, timing, build_s, error):
             return Evaluation(fp, ok, kind, rep, timing, build_s, round(_time.perf_counter() - t0, 4), error, name,
-                              s.startup_s, oracle=oracle_name)
+                              s.startup_s, oracle=oracle_name, target=self.target_fingerprint)
 
         self.stats["sessions"] += 1
         if self.remote is not None:
@@ -383,6 +387,16 @@ class Evaluator:
         finally:
             self.stats["builds"] += s.builds
             s.close()
+
+
+def target_fingerprint(target) -> str:
+    """The fingerprint evaluations for ``target`` are keyed and stamped with: a target spec's
+    or :class:`leirc.target.Target`'s; a raw TVM target dict's own hash (it names its CPU)."""
+    from ..target import Target, target_of
+
+    if isinstance(target, dict) and "leirc_target" not in target:
+        return hashlib.sha256(json.dumps(target, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return (Target.from_json(target) if isinstance(target, dict) else target_of(target)).fingerprint
 
 
 def _pick(text: str, kernel: Optional[str], what: str, prefer: Optional[str] = None):

@@ -42,7 +42,7 @@ from .tir import LowerFailure, tvm_message, is_gpu, lower_kernel, symbol_name, t
 
 __all__ = [
     "lower", "lower_with_diagnostics", "build", "build_lowered", "nvcc_compile", "Built", "LowerError", "LoweringError", "BuildError", "NvccNotFound",
-    "resolve_target",
+    "resolve_target", "describe_target",
 ]
 
 
@@ -83,18 +83,59 @@ LLVM_CL_OPTS = ["-unroll-threshold-aggressive:int=150"]
 
 
 def resolve_target(target="llvm", cuda_arch: str = "sm_90") -> dict:
-    """A TVM target dict: ``"llvm"`` gets the host CPU (``mcpu``) and :data:`LLVM_CL_OPTS`,
-    ``"cuda"`` the arch. A dict is used as given."""
+    """A TVM target dict for a :class:`leirc.target.Target` (or its spec: ``"llvm"``, ``"cuda"``,
+    ``"llvm -mcpu=NAME -mattr=..."``). ``llvm`` gets the CPU name (the host's, from LLVM, unless
+    the target names one), an explicit ``mattr`` of the instruction-set features the OS grants
+    (:meth:`Target.llvm_mattr`: a CPU name alone implies features a VM may mask, and the kernel
+    then dies with SIGILL), the core count and :data:`LLVM_CL_OPTS`; ``cuda`` the arch. A TVM
+    dict (no ``leirc_target`` key) is used as given."""
+    from ..target import Target, target_of
     from ._tvm import tvm
 
-    if isinstance(target, dict):
+    if isinstance(target, dict) and "leirc_target" not in target:
         return dict(target)
-    kind = target_kind(target)
-    if kind == "llvm":
-        return {"kind": "llvm", "mcpu": tvm().target.codegen.llvm_get_system_cpu(), "cl-opt": list(LLVM_CL_OPTS)}
-    if kind == "cuda":
-        return {"kind": "cuda", "arch": _arch(cuda_arch)}
-    return {"kind": kind}
+    t = Target.from_json(target) if isinstance(target, dict) else target_of(target)
+    if t.kind == "llvm":
+        out = {"kind": "llvm", "mcpu": t.cpu or tvm().target.codegen.llvm_get_system_cpu(),
+               "cl-opt": list(LLVM_CL_OPTS)}
+        mattr = t.llvm_mattr()
+        if mattr:
+            out["mattr"] = mattr
+        if t.triple:
+            out["mtriple"] = t.triple
+        return out
+    if t.kind == "cuda":
+        # an explicit -arch in the spec wins over the build option's default
+        return {"kind": "cuda", "arch": _arch(t.arch if t.arch and t.arch != "sm_90" else cuda_arch)}
+    return {"kind": t.kind}
+
+
+def describe_target(target="llvm") -> dict:
+    """What ``leirc target`` prints: the target's facts (:meth:`Target.to_json`), the TVM
+    target this lowering builds for it, LLVM's name for the CPU, the features that name
+    implies and the OS does not grant (each would be a SIGILL), and LLVM's version."""
+    from ..target import X86_FEATURES, target_of
+    from ._tvm import tvm as _t
+
+    tvm = _t()
+    known = set(X86_FEATURES.values())
+    t = target_of(target)
+    d = t.to_json()
+    tgt = resolve_target(t)
+    d["tvm"] = tgt
+    if t.kind == "llvm":
+        cg = tvm.target.codegen
+        d["llvm_cpu"] = tgt["mcpu"]
+        d["llvm_version"] = int(cg.llvm_version_major())
+        d["triple"] = t.triple or str(cg.llvm_get_system_triple())
+        implied = set(cg.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": tgt["mcpu"]})))
+        if t.features is not None:
+            d["masked"] = sorted((implied & known) - set(t.features))
+        else:
+            d["masked"] = []
+        final = set(cg.llvm_get_cpu_features(tvm.target.Target(tgt)))
+        d["llvm_features"] = sorted(final & known)
+    return d
 
 
 def _arch(arch: str) -> str:

@@ -62,6 +62,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..target import Target
 from .runner import RunResult, TimingResult
 from .worker import SESSION_DIR_PREFIX
 
@@ -83,6 +84,8 @@ def needs_ml_dtypes(source) -> bool:
 
 
 def target_name(target) -> str:
+    if isinstance(target, Target):
+        return target.kind
     if isinstance(target, dict):
         return str(target.get("kind", "llvm"))
     return str(target).split()[0]
@@ -125,6 +128,11 @@ def classify_exit(rc: Optional[int], stderr: str, what: str = "the kernel") -> t
             name = f"signal {sig}"
         if memory or sig == signal.SIGKILL:
             return (f"{what} was killed by {name} (out of memory?)" + _stderr_note(stderr), "memory")
+        if sig == signal.SIGILL:
+            # the one crash that is the build's fault, not the program's: name the cure
+            return (f"{what} crashed: the worker died with SIGILL: the kernel uses an instruction this CPU "
+                    "lacks (see `leirc target`; `-t 'llvm -mattr=-FEATURE'` builds without it)"
+                    + _stderr_note(stderr), "crash")
         return (f"{what} crashed: the worker died with {name}" + _stderr_note(stderr), "crash")
     if memory:
         return (f"{what} ran out of memory (worker exit status {rc})" + _stderr_note(stderr), "memory")
@@ -626,7 +634,8 @@ class KernelSession:
         self._deadline = time.monotonic() + self.build_timeout
         self._spawned_at = time.time()
         w.send({"op": "build", "source": self.source, "file": self.file, "kernel": self.kernel,
-                "target": self.target, "cuda_arch": self.cuda_arch,
+                "target": self.target.to_json() if isinstance(self.target, Target) else self.target,
+                "cuda_arch": self.cuda_arch,
                 "poison_intermediates": self.poison_intermediates})
 
     def _drop_worker(self) -> None:

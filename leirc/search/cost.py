@@ -60,22 +60,28 @@ class TargetModel:
         return self.scalar_gops * self.lanes * self.cores
 
 
-#: a 2-core x86 laptop-class CPU (AVX2), and an H100-class GPU
+#: the peaks of a 2-core x86 laptop-class CPU (AVX2), and an H100-class GPU; a CPU target's lanes,
+#: cores and cache come from :class:`leirc.target.Target` (:func:`target_model`)
 LLVM = TargetModel("llvm", cores=2, scalar_gops=3.0, lanes=8, bandwidth_gbs=20.0, bandwidth_per_core_gbs=12.0,
                    cache_bytes=1 << 20)
 CUDA = TargetModel("cuda", cores=132 * 2048, scalar_gops=1.5, lanes=1, bandwidth_gbs=3000.0,
                    bandwidth_per_core_gbs=0.05, cache_bytes=48 << 20, line_bytes=128, parallel_entry_s=4e-6)
 
 
-def target_model(target: str, *, threads: Optional[int] = None) -> TargetModel:
-    name = str(target).split()[0].split("-")[0]
-    if name == "cuda":
-        return CUDA
-    if threads and threads != LLVM.cores:
-        from dataclasses import replace
+def target_model(target, *, threads: Optional[int] = None) -> TargetModel:
+    """The roofline of ``target`` (a spec or :class:`leirc.target.Target`): on a CPU the f32
+    lanes its granted features give, its cores (or ``threads``: the run's thread count), its
+    L2 per core; the per-core rates stay :data:`LLVM`'s (nothing measures them here)."""
+    from dataclasses import replace
 
-        return replace(LLVM, cores=int(threads), bandwidth_gbs=min(LLVM.bandwidth_gbs, threads * 12.0))
-    return LLVM
+    from ..target import target_of
+
+    t = target_of(target)
+    if t.kind == "cuda":
+        return CUDA
+    cores = int(threads) if threads else t.cores
+    return replace(LLVM, cores=cores, lanes=t.lanes(), bandwidth_gbs=min(LLVM.bandwidth_gbs, cores * 12.0),
+                   cache_bytes=t.cache("L2") or LLVM.cache_bytes)
 
 
 @dataclass
