@@ -14,6 +14,11 @@ reports is recorded. Each input set gets its own fresh output buffers; ``warmup`
 (rotating through the sets) are followed by ``repeat`` measurements, each a
 ``perf_counter`` loop of ``number`` calls rotating through the sets, with ``number`` chosen
 so that one measurement lasts at least ``min_repeat_ms``. The median is reported.
+
+In-process calls of a built library (:class:`Library`, what ``leirc build`` users and the
+generated ``ModelNew`` load): arrays are passed as DLPack views, nothing is copied for an
+aligned C-contiguous array of the declared dtype, outputs are written in place;
+:class:`TorchCall` is the same for torch tensors and a module's parameters (bound once).
 """
 
 from __future__ import annotations
@@ -152,35 +157,242 @@ def device_available(target: str) -> tuple[bool, str]:
 
 class Library:
     """A kernel library that ``leirc build`` wrote (``export_library``), loaded **in this
-    process** (the user's own trusted kernel, as the ``ModelNew`` wrapper runs it): NumPy
-    arrays in, NumPy outputs out. ``kernel`` is the checked kernel's AST (parameter names,
-    dtypes and shapes; the LEIR text beside the library gives it)."""
+    process** (the user's own trusted kernel, as the ``ModelNew`` wrapper runs it).
+    ``kernel`` is the checked kernel's AST (parameter names, dtypes and shapes; the LEIR text
+    beside the library gives it). Loaded once; the kernel's function is looked up once.
 
-    def __init__(self, path: str, kernel, target: str = "llvm"):
+    **Zero copy.** Arrays reach the kernel as DLPack views (``tvm.runtime.from_dlpack``) of
+    the caller's own storage: a C-contiguous array of the declared dtype is never copied
+    (anything else is converted once, by NumPy or torch, before the call). Outputs are
+    written in place. A fresh output is allocated *uninitialized* (``np.empty``): a checked
+    LEIR kernel writes every output element (E019/E032, and verification runs it on
+    poisoned outputs) and never reads one before writing it (E018/E046; a reduction starts
+    from its identity inside the kernel), so zeroing would be wasted memory traffic.
+    """
+
+    def __init__(self, path: Optional[str], kernel, target: str = "llvm", *, module=None):
         from ._tvm import tvm
         from .tir import symbol_name
 
         self.path = path
         self.kernel = kernel
-        self.target = target
+        self.target = str(target).split()[0]
         self._tvm = tvm()
-        self.module = self._tvm.runtime.load_module(str(path))
+        self.module = module if module is not None else self._tvm.runtime.load_module(str(path))
         self.symbol = symbol_name(kernel.name)
+        self.function = self.module[self.symbol]
+        self.device = self._tvm.cuda(0) if self.target == "cuda" else self._tvm.cpu(0)
+        self._from_dlpack = self._tvm.runtime.from_dlpack
+
+    @classmethod
+    def from_built(cls, built) -> "Library":
+        """The same calls on a kernel built in this process (:func:`leirc.lower.build`)."""
+        return cls(None, built.signature, (built.target or {}).get("kind", "llvm"), module=built.jit())
+
+    def view(self, array):
+        """A DLPack view of ``array`` (NumPy, torch, or anything with ``__dlpack__``) for
+        the kernel: the same memory, no copy. A read-only NumPy array (DLPack before 1.0
+        cannot say read-only) is viewed through a writable alias of the same memory: kernel
+        inputs are read-only (E020), so the kernel never writes through it."""
+        try:
+            return self._from_dlpack(array)
+        except BufferError:
+            if isinstance(array, np.ndarray) and not array.flags.writeable:
+                return self._from_dlpack(_writable_alias(array))
+            raise
+
+    def __call__(self, *arrays) -> None:
+        """Call the kernel on ``arrays`` (inputs then outputs, in the kernel's parameter
+        order), each a contiguous array of the declared dtype or a TVM tensor; the outputs
+        are written in place."""
+        self.function(*[a if isinstance(a, self._tvm.runtime.Tensor) else self.view(a) for a in arrays])
 
     def run(self, inputs: dict, outputs: Optional[dict] = None) -> dict:
+        """NumPy arrays in (by name), NumPy outputs out. An input that is C-contiguous with
+        the declared dtype is read in place; ``outputs[name]``, when given, is the initial
+        value, and is itself written and returned when it is C-contiguous, writable and of
+        the declared dtype (else a converted copy is); missing outputs are allocated
+        uninitialized (see the class docstring)."""
         from .worker import np_dtype
 
-        tvm = self._tvm
-        dev = tvm.cuda(0) if self.target == "cuda" else tvm.cpu(0)
-        args = [tvm.runtime.tensor(np.asarray(inputs[p.name], order="C"), dev) for p in self.kernel.inputs]
-        outs = []
+        args = []
+        for p in self.kernel.inputs:
+            if p.name not in inputs:
+                raise KeyError(f"kernel '{self.kernel.name}' needs input '{p.name}'")
+            args.append(self.view(_c_array(inputs[p.name], np_dtype(p.dtype))))
+        res, back = {}, []
         for p in self.kernel.outputs:
+            dt = np.dtype(np_dtype(p.dtype))
             init = outputs.get(p.name) if outputs else None
+            mine = isinstance(init, np.ndarray) and init.flags.writeable
             if init is None:
-                init = np.zeros(tuple(p.shape), np_dtype(p.dtype))
-            outs.append(tvm.runtime.tensor(np.asarray(init, order="C"), dev))
-        self.module[self.symbol](*args, *outs)
-        return {p.name: t.numpy() for p, t in zip(self.kernel.outputs, outs)}
+                y = _aligned_empty(tuple(p.shape), dt)
+            elif mine and _usable(init, dt):
+                y = init
+            else:  # one aligned copy of the initial value; a writable array gets the result back
+                a = np.asarray(init)
+                y = _aligned_empty(a.shape, dt)
+                np.copyto(y, a, casting="unsafe")
+                if mine:
+                    back.append((p.name, init, y))
+            res[p.name] = y
+            args.append(self.view(y))
+        self.function(*args)
+        for name, dst, src in back:
+            np.copyto(dst, src, casting="unsafe")
+            res[name] = dst
+        return res
+
+
+#: TVM's kernels assume their buffers start at this alignment (``from_dlpack`` checks it)
+ALIGNMENT = 64
+
+
+def _aligned_empty(shape, dtype) -> np.ndarray:
+    """``np.empty`` at :data:`ALIGNMENT` (NumPy itself only promises 16 bytes)."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    raw = np.empty(n + ALIGNMENT, np.uint8)
+    off = (-raw.ctypes.data) % ALIGNMENT
+    return raw[off:off + n].view(dt).reshape(shape)
+
+
+def _usable(a: np.ndarray, dtype) -> bool:
+    return a.dtype == dtype and a.flags.c_contiguous and a.ctypes.data % ALIGNMENT == 0
+
+
+def _c_array(x, dtype) -> np.ndarray:
+    """``x`` itself when it is an aligned C-contiguous array of ``dtype`` (no copy), else
+    one aligned copy."""
+    dt = np.dtype(dtype)
+    if isinstance(x, np.ndarray) and _usable(x, dt):
+        return x
+    a = np.asarray(x)
+    y = _aligned_empty(a.shape, dt)
+    np.copyto(y, a, casting="unsafe")
+    return y
+
+
+class _ArrayAlias:
+    __slots__ = ("__array_interface__", "base")
+
+    def __init__(self, a: np.ndarray):
+        self.base = a  # keeps the memory alive as long as the alias
+        self.__array_interface__ = dict(a.__array_interface__, data=(a.ctypes.data, False))
+
+
+def _writable_alias(a: np.ndarray) -> np.ndarray:
+    return np.asarray(_ArrayAlias(a))
+
+
+#: LEIR dtypes -> torch dtype attribute names
+_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "bool": "bool",
+                 "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+                 "u16": "uint16", "u32": "uint32", "u64": "uint64"}
+
+
+class TorchCall:
+    """The zero-copy forward of a ``ModelNew``: a :class:`Library` called on torch tensors.
+
+    ``runtime``: the kernel inputs fed by forward's tensor arguments, in order; ``params``:
+    kernel input name -> qualified name of the module's parameter or buffer that feeds it.
+    Each call passes the runtime tensors as DLPack views (a tensor that is not contiguous,
+    has another dtype or sits on another device is converted once, ``.contiguous()``/
+    ``.to()``, as KernelBench's inputs never need), passes the parameters' views bound
+    earlier, allocates every output with ``torch.empty`` (see :class:`Library` for why not
+    zeros), lets the kernel write them in place and returns them.
+
+    Parameters are bound once: the view of a parameter is kept while the module still holds
+    the same tensor object; in-place updates (``load_state_dict``, an optimizer step) are
+    seen through the view with no rebinding. A parameter that needed converting is
+    converted again only when its ``_version`` changes. ``binds`` counts the (re)bindings
+    and ``last_args`` keeps the argument views of the last call (tests check the pointers).
+    """
+
+    def __init__(self, library: Library, runtime: list, params: dict):
+        import torch
+
+        self._torch = torch
+        self.library = library
+        k = library.kernel
+        names = [p.name for p in k.inputs]
+        unknown = [n for n in list(runtime) + list(params) if n not in names]
+        if unknown:
+            raise ValueError(f"kernel '{k.name}' has no input named {', '.join(unknown)}")
+        self.runtime = list(runtime)
+        self.params = dict(params)
+        self._slots = [("rt", self.runtime.index(p.name)) if p.name in self.runtime else ("param", p.name)
+                       for p in k.inputs]
+        missing = [p.name for p in k.inputs if p.name not in self.runtime and p.name not in self.params]
+        if missing:
+            raise ValueError(f"kernel '{k.name}' input(s) {', '.join(missing)} are fed by neither forward nor a parameter")
+        self._in_dtypes = {p.name: getattr(torch, _TORCH_DTYPES[p.dtype]) for p in k.inputs}
+        self._rt_dtypes = [self._in_dtypes[n] for n in self.runtime]
+        self._outs = [(tuple(p.shape), getattr(torch, _TORCH_DTYPES[p.dtype])) for p in k.outputs]
+        self._device = torch.device("cuda", 0) if library.target == "cuda" else torch.device("cpu")
+        self._bound: dict = {}  # input name -> (tensor, version, view)
+        self.binds = 0
+        self.last_args: list = []
+
+    def _tensor(self, t, dtype):
+        """``t`` as the kernel wants it: the same tensor when it already is (the common case)."""
+        if t.dtype is not dtype or t.device != self._device:
+            t = t.to(device=self._device, dtype=dtype)
+        if not t.is_contiguous():
+            t = t.contiguous()
+        elif t.data_ptr() % ALIGNMENT:  # a slice that starts mid-allocation
+            t = t.clone()
+        return t.detach() if t.requires_grad else t
+
+    def param_view(self, root, name: str):
+        obj = root
+        for part in self.params[name].split("."):
+            obj = getattr(obj, part)
+        hit = self._bound.get(name)
+        if hit is not None and hit[0] is obj and (hit[1] is None or hit[1] == obj._version):
+            return hit[2]
+        t = self._tensor(obj, self._in_dtypes[name])
+        # a view of the module's own storage follows in-place updates; a converted copy must
+        # be redone when the parameter changes (its version is the key then)
+        version = None if t.data_ptr() == obj.data_ptr() else obj._version
+        view = self.library.view(t)
+        self._bound[name] = (obj, version, view, t)  # t keeps a converted copy alive
+        self.binds += 1
+        return view
+
+    def __call__(self, root, tensors):
+        """Run on forward's tensor arguments ``tensors``; ``root`` holds the parameters.
+        Returns the output tensors (a list, in the kernel's output order)."""
+        torch = self._torch
+        if len(tensors) < len(self.runtime):
+            raise TypeError(f"forward() got {len(tensors)} tensor argument(s), the kernel needs {len(self.runtime)}")
+        view = self.library.view
+        args = []
+        for kind, key in self._slots:
+            if kind == "rt":
+                args.append(view(self._tensor(tensors[key], self._rt_dtypes[key])))
+            else:
+                args.append(self.param_view(root, key))
+        outs = [torch.empty(shape, dtype=dt, device=self._device) for shape, dt in self._outs]
+        args += [view(y) for y in outs]
+        self.last_args = args
+        self.library.function(*args)
+        return outs
+
+
+def tvm_threads(n: Optional[int] = None) -> int:
+    """The TVM runtime's thread count in this process. With ``n``: ask for ``n`` threads
+    first through ``TVM_NUM_THREADS``, which the runtime reads once, when its thread pool
+    starts; a process whose pool already started keeps its count (the return value shows
+    the count in force)."""
+    if n is not None:
+        os.environ["TVM_NUM_THREADS"] = str(int(n))
+    from ._tvm import tvm
+
+    tvm()
+    import tvm_ffi
+
+    return int(tvm_ffi.get_global_func("runtime.NumThreads")())
 
 
 def load_library(path: str, leir_text: str, *, kernel: Optional[str] = None, target: str = "llvm") -> Library:
