@@ -62,6 +62,11 @@ def add_arguments(p) -> None:
     g.add_argument("--no-compare-compiled", action="store_true",
                    help="skip comparing each verified candidate's compiled outputs with the compiled original's "
                         "bit for bit (saves one build per record; bitwise_vs_original is then often undecided)")
+    g.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the units on a Ray cluster: local (one started here), auto (the one this machine "
+                        "joined), ray://HOST:PORT or HOST:PORT; needs the extra leirc[cluster] (docs/cluster.md)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run recorded in --out (a rerun always does; the flag says so explicitly)")
     g.add_argument("--plan-only", action="store_true", help="print the plan (units, jobs) and stop")
     g.add_argument("-q", "--quiet", action="store_true")
     g.set_defaults(func=run_gen)
@@ -180,16 +185,35 @@ def run_gen(args) -> int:
         return _err(str(e))
     if args.key is not None and args.rpc is None:
         return _err("--key needs the tracker that hands the device out (--rpc HOST:PORT)")
+    if args.cluster:
+        from ..cluster import ray_available
+
+        if not ray_available():
+            return _err("--cluster needs Ray: install the extra with pip install 'leirc[cluster]'")
+    if args.resume and not os.path.isfile(os.path.join(args.out, "dataset.sqlite")):
+        return _err(f"--resume: {args.out} holds no dataset to continue")
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     if args.plan_only:
         p = plan(args.sources, opts, log)
         print(json.dumps(p.to_json(), indent=2, sort_keys=True))
         return 1 if p.problems else 0
+    from ..cluster import ClusterError
+
     try:
-        summary = generate(args.sources, args.out, opts, workers=args.workers, budget_s=args.budget, log=log)
-    except StoreError as e:
+        summary = generate(args.sources, args.out, opts, workers=args.workers, budget_s=args.budget, log=log,
+                           cluster=args.cluster, progress=None if not args.quiet else False)
+    except (StoreError, ClusterError) as e:
         return _err(str(e))
     print(json.dumps(summary, indent=2, sort_keys=True))
+    if summary.get("interrupted"):
+        print(f"leirc dataset: interrupted: {summary['saved_this_run']} record(s) saved by this run, "
+              f"{summary['records']} verified and {summary['rejected']} rejected in "
+              f"{os.path.join(args.out, 'dataset.sqlite')}; {summary['jobs_left']} job(s) left: rerun to resume",
+              file=sys.stderr)
+        # a KeyboardInterrupt caught after it left an exec'd string makes ``python -m`` end
+        # by SIGINT instead of this status; a successful exec clears it (see cli.main.interrupted)
+        exec("pass")  # noqa: S102
+        return 130
     for p in summary["problems"]:
         print(f"leirc dataset: {p}", file=sys.stderr)
     if not summary["complete"]:

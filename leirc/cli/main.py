@@ -40,6 +40,7 @@ COMMANDS = [
     "memory",
     "suggest",
     "dataset",
+    "tune",
     "lsp",
     "target",
 ]

@@ -30,11 +30,8 @@ import hashlib
 import json
 import os
 import random
-import sys
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
@@ -51,8 +48,6 @@ from .store import Store
 
 #: concrete steps taken from one site's argument grid before sampling (a tiling grid can be large)
 SITE_STEPS = 64
-#: a unit whose worker died this many times gets its remaining jobs recorded as "crash"
-MAX_UNIT_CRASHES = 2
 
 
 @dataclass(frozen=True)
@@ -249,16 +244,16 @@ def plan(paths, opts: GenOptions, log: Callable[[str], None] = lambda m: None) -
 _EVALUATOR: Optional[tuple] = None
 
 
-def _evaluator(opts: GenOptions, directory: str):
+def _evaluator(opts: GenOptions, cache_dir: str):
     global _EVALUATOR
-    key = (opts.target, opts.verify_seeds, opts.time, opts.repeat, opts.oracle, os.path.abspath(directory))
+    key = (opts.target, opts.verify_seeds, opts.time, opts.repeat, opts.oracle, os.path.abspath(cache_dir))
     if _EVALUATOR is None or _EVALUATOR[0] != key:
         from ..engine.evaluate import Evaluator
 
         if _EVALUATOR is not None:
             _EVALUATOR[1].close()
         ev = Evaluator(opts.target, seeds=opts.verify_seeds, dists=None, time=opts.time and opts.rpc is None,
-                       cache_dir=os.path.join(directory, "evalcache"), threads=1, warmup=1,
+                       cache_dir=cache_dir, threads=1, warmup=1,
                        repeat=opts.repeat, min_repeat_ms=5.0, verify_options={"oracle": opts.oracle})
         _EVALUATOR = (key, ev)
     return _EVALUATOR[1]
@@ -336,22 +331,70 @@ def _past(deadline: Optional[float]) -> bool:
 
 
 def run_unit(unit: Unit, opts: GenOptions, directory: str, deadline: Optional[float] = None) -> dict:
-    """Evaluate every job of ``unit`` not yet in the store; returns counts by status.
-    ``deadline`` (``time.time()`` seconds): start no job after it; the rest stay to do, for
-    a rerun to resume."""
+    """Evaluate every job of ``unit`` not yet in the store, in this process, committing each
+    record as it finishes; returns counts by status. ``deadline`` (``time.time()`` seconds):
+    start no job after it; the rest stay to do, for a rerun to resume."""
+    store = Store(directory)
+    counts: dict = defaultdict(int)
+    done, seen = unit_state(store, unit)
+
+    def emit(rec: dict) -> None:
+        rec["node"] = _here(opts)
+        store.put(rec)
+        counts[rec["status"]] += 1
+
+    unit_records(unit, opts, os.path.join(directory, "evalcache"), done, seen, deadline, emit=emit)
+    return dict(counts)
+
+
+def unit_state(store: Store, unit: Unit, done: Optional[set] = None) -> tuple[set, dict]:
+    """What a resumed ``unit`` needs from the store: its finished job keys, and the programs
+    those jobs produced (fingerprint -> job; they still count for duplicates). ``done``: the
+    store's finished keys when the caller has them."""
+    done = (store.done() if done is None else done) & {j.key for j in unit.jobs}
+    seen: dict = {}
+    for r in store.records(unit=unit.key):
+        if r.get("transformed") and r["status"] not in ("noop", "duplicate"):
+            seen.setdefault(r["transformed"]["fingerprint"], r["job"])
+    return done, seen
+
+
+def _here(opts: GenOptions) -> dict:
+    from ..cluster import target_fingerprint
+    from ..cluster.executor import node_name
+
+    return {"name": node_name(), "target_fingerprint": target_fingerprint(opts.target)}
+
+
+def unit_task(unit: Unit, opts: GenOptions, cache_dir: Optional[str], done: set, seen: dict,
+              deadline: Optional[float]) -> list:
+    """The executor's job for one unit: its new records, in job order. Writes nothing shared
+    (the driver stores them), so running it twice -- a retry after its node died -- is safe.
+    ``cache_dir`` None: this node's own evaluation cache (a cluster node cannot reach the
+    driver's directory)."""
+    if cache_dir is None:
+        from ..search.optimizer import default_dir
+
+        cache_dir = os.path.join(default_dir(), "evalcache")
+    out: list = []
+    unit_records(unit, opts, cache_dir, set(done), dict(seen), deadline, emit=out.append)
+    return out
+
+
+def unit_records(unit: Unit, opts: GenOptions, cache_dir: str, done: set, seen: dict,
+                 deadline: Optional[float] = None, *, emit: Callable[[dict], None]) -> None:
+    """Evaluate the jobs of ``unit`` not in ``done`` and hand each record to ``emit`` as it
+    finishes. ``seen``: fingerprint -> job of the programs this unit's finished jobs made."""
     from ..engine.program import Program, apply
     from ..strategies import NotApplicable, StrategyBug
 
-    store = Store(directory)
-    done = store.done()
     todo = [j for j in unit.jobs if j.key not in done]
-    counts: dict = defaultdict(int)
     if not todo or _past(deadline):
-        return dict(counts)
+        return
     prog = Program.from_text(unit.text)
     if not getattr(prog, "ok", False):  # the plan checked it: only a leirc bug lands here
         raise RuntimeError(f"{unit.source['id']}: the planned instance does not check")
-    ev = _evaluator(opts, directory)
+    ev = _evaluator(opts, cache_dir)
     remote = _Remote(opts, unit.text, prog.kernel) if opts.rpc is not None and opts.time else None
     t0 = time.perf_counter()
     base = ev.evaluate(unit.text)
@@ -363,11 +406,7 @@ def run_unit(unit: Unit, opts: GenOptions, directory: str, deadline: Optional[fl
         from .tokens import counts as token_counts
 
         orig_tokens = token_counts(prog.result)
-    seen = {prog.fingerprint: "original"}
-    # a resumed unit: the programs its finished jobs produced still count for duplicates
-    for r in store.records(unit=unit.key):
-        if r.get("transformed") and r["status"] not in ("noop", "duplicate"):
-            seen.setdefault(r["transformed"]["fingerprint"], r["job"])
+    seen = {prog.fingerprint: "original", **seen}
     for job in unit.jobs:
         if job.key in done:
             continue
@@ -441,22 +480,22 @@ def run_unit(unit: Unit, opts: GenOptions, directory: str, deadline: Optional[fl
                     from .tokens import counts as token_counts
 
                     rec["tokens"] = {"original": orig_tokens, "transformed": token_counts(new.result)}
-        store.put(rec)
-        counts[rec["status"]] += 1
-    return dict(counts)
+        emit(rec)
 
 
-def _crash_records(unit: Unit, opts: GenOptions, directory: str, message: str) -> None:
-    store = Store(directory)
-    done = store.done()
+def crash_records(unit: Unit, done: set, message: str) -> list:
+    """Records for the jobs of ``unit`` not in ``done`` when the unit itself failed (its
+    worker died every time it ran, or leirc raised)."""
+    out = []
     for job in unit.jobs:
         if job.key in done:
             continue
         step = S.Step.from_json(job.step)
-        store.put({"job": job.key, "order": job.order, "unit": unit.key, "source": unit.source,
-                   "instance": unit.instance, "strategy": step.name, "level": S.get(step.name).level,
-                   "step": job.step, "site": job.site, "status": "crash", "error": message, "id": None,
-                   "original": {"leir": unit.text}, "transformed": None})
+        out.append({"job": job.key, "order": job.order, "unit": unit.key, "source": unit.source,
+                    "instance": unit.instance, "strategy": step.name, "level": S.get(step.name).level,
+                    "step": job.step, "site": job.site, "status": "crash", "error": message, "id": None,
+                    "original": {"leir": unit.text}, "transformed": None})
+    return out
 
 
 def run_order(units: list) -> list:
@@ -465,20 +504,25 @@ def run_order(units: list) -> list:
     return sorted(units, key=lambda u: (u.instance["index"], u.order))
 
 
-def _init_worker() -> None:
-    # a worker's stdout belongs to the parent's progress lines
-    sys.stdout = sys.stderr
-
-
 def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budget_s: Optional[float] = None,
-             log: Callable[[str], None] = lambda m: None) -> dict:
+             log: Callable[[str], None] = lambda m: None, cluster: Optional[str] = None, executor=None,
+             progress: Optional[bool] = None) -> dict:
     """Plan, run (resuming what the store already has), export; returns a summary.
 
     Units run breadth first over shape instances (every source's instance 0, then every
     instance 1, ...), so a run stopped early covers every source instead of the first few.
     ``budget_s``: seconds from the start after which no job starts (the plan's time
     included); the summary's ``complete`` says whether every job is done, and a rerun
-    resumes the rest. The records do not depend on the order or on where a run stopped."""
+    resumes the rest. The records do not depend on the order or on where a run stopped.
+
+    Where units run: ``workers`` local processes (0: this process), or the Ray cluster at
+    ``cluster`` (:func:`leirc.cluster.open_executor`), or a given ``executor``. A unit that
+    times runs only where the target fingerprint matches; each unit's records come back to
+    this process, which alone writes the store (one transaction per record), stamped with
+    the node and its target fingerprint. Ctrl-C stops the workers at once; the summary then
+    says ``interrupted`` and what was saved (a rerun resumes)."""
+    from ..cluster import Progress, Task, job_key, open_executor, target_fingerprint
+
     if opts.rpc_key is not None and opts.rpc is None:
         raise ValueError(f"the device key {opts.rpc_key!r} needs the tracker that hands it out (--rpc HOST:PORT)")
     store = Store(directory)
@@ -491,52 +535,73 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budge
     pending = run_order([u for u in p.units if any(j.key not in done for j in u.jobs)])
     log(f"{len(p.units)} unit(s), {p.jobs()} job(s); {len(done)} already done, {len(pending)} unit(s) to run")
     totals: dict = defaultdict(int)
-    if workers <= 0:
-        for u in pending:
-            if _past(deadline):
-                break
-            for k, v in run_unit(u, opts, directory, deadline).items():
-                totals[k] += v
-            log(f"done {u.source['id']} #{u.instance['index']}")
-    else:
-        crashes: dict = defaultdict(int)
-        while pending:
-            import multiprocessing as mp
-
-            broken = False
-            with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                     initializer=_init_worker) as pool:
-                futs = {pool.submit(run_unit, u, opts, directory, deadline): u for u in pending}
-                finished = set()
-                for fut in as_completed(futs):
-                    u = futs[fut]
-                    try:
-                        res = fut.result()
-                    except BrokenProcessPool:
-                        broken = True
+    before = len(done)
+    interrupted = False
+    run_info: dict = {}
+    if workers <= 0 and cluster is None and executor is None:
+        # in this process: each record is committed the moment it is finished
+        try:
+            for u in pending:
+                if _past(deadline):
+                    break
+                for k, v in run_unit(u, opts, directory, deadline).items():
+                    totals[k] += v
+                log(f"done {u.source['id']} #{u.instance['index']}")
+        except KeyboardInterrupt:
+            interrupted = True
+    elif pending and not _past(deadline):
+        own = executor is None
+        ex = executor or open_executor(cluster, workers=workers, target=opts.target)
+        # local processes share the dataset's evaluation cache; cluster nodes keep their own
+        cache_dir = os.path.abspath(os.path.join(directory, "evalcache")) if cluster is None else None
+        fp = target_fingerprint(opts.target)
+        by_key: dict = {}
+        bar = Progress(len(pending), where=ex.where, live=progress, what="units")
+        try:
+            for u in pending:
+                udone, seen = unit_state(store, u, done)
+                key = job_key(u.key, sorted(j.key for j in u.jobs if j.key not in udone), fp)
+                by_key[key] = (u, udone)
+                ex.submit(Task(key, unit_task, (u, opts, cache_dir, udone, seen, deadline),
+                               times=opts.time and opts.rpc is None, label=f"{u.source['id']} #{u.instance['index']}"))
+            for out in ex.as_completed():
+                u, udone = by_key[out.key]
+                if out.ok:
+                    recs = out.value
+                else:
+                    recs = crash_records(u, udone, out.error or "the unit failed")
+                have = store.done()
+                for rec in recs:
+                    if rec["job"] in have:  # a unit that ran twice: the first copy stays
                         continue
-                    except Exception as e:  # noqa: BLE001 - a leirc bug in one unit: record it, go on
-                        _crash_records(u, opts, directory, f"{type(e).__name__}: {e}"[:2000])
-                        finished.add(u.key)
-                        continue
-                    finished.add(u.key)
-                    for k, v in res.items():
-                        totals[k] += v
-                    log(f"done {u.source['id']} #{u.instance['index']}: {res}")
-            pending = [u for u in pending if u.key not in finished]
-            if not broken:
-                break
-            for u in pending:  # which unit killed the pool is unknown: every unfinished one is suspect
-                crashes[u.key] += 1
-            for u in [u for u in pending if crashes[u.key] >= MAX_UNIT_CRASHES]:
-                _crash_records(u, opts, directory, "the generator's worker process died on this unit")
-            pending = [u for u in pending if crashes[u.key] < MAX_UNIT_CRASHES]
+                    rec["node"] = {"name": out.node, "target_fingerprint": out.fingerprint}
+                    store.put(rec)
+                    totals[rec["status"]] += 1
+                bar.retried = ex.retries
+                bar.add(out)
+                if not bar.live:
+                    log(f"done {out.label} on {out.node or '?'}: {len(recs)} record(s)"
+                        + (f" ({out.error})" if not out.ok else ""))
+        except KeyboardInterrupt:
+            interrupted = True
+            ex.cancel()
+        finally:
+            bar.retried = ex.retries
+            bar.finish()
+            if own:
+                ex.close()
+        run_info = bar.summary()
     n_ok, n_bad = store.export_jsonl()
     left = p.jobs() - len(store.done() & {j.key for u in p.units for j in u.jobs})
-    return {"units": len(p.units), "jobs": p.jobs(), "ran": dict(totals), "status": store.counts(),
-            "records": n_ok, "rejected": n_bad, "problems": p.problems, "seconds": round(time.perf_counter() - t0, 2),
-            "complete": left == 0, "jobs_left": left}
+    summary = {"units": len(p.units), "jobs": p.jobs(), "ran": dict(totals), "status": store.counts(),
+               "records": n_ok, "rejected": n_bad, "problems": p.problems, "seconds": round(time.perf_counter() - t0, 2),
+               "complete": left == 0, "jobs_left": left}
+    if run_info:
+        summary["executor"] = run_info
+    if interrupted:
+        summary.update(interrupted=True, saved_this_run=len(store) - before)
+    return summary
 
 
-__all__ = ["GenOptions", "Plan", "Unit", "Job", "plan", "generate", "run_unit", "run_order", "record_id", "shard_of",
-           "pick_steps"]
+__all__ = ["GenOptions", "Plan", "Unit", "Job", "plan", "generate", "run_unit", "unit_task", "unit_records", "unit_state",
+           "crash_records", "run_order", "record_id", "shard_of", "pick_steps"]

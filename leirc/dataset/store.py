@@ -1,8 +1,10 @@
 """The dataset's persistent state: ``DIR/dataset.sqlite``.
 
 One row per *job* (a source, a shape instance, one strategy step), written in its own
-transaction by whichever worker process finished it, so a run killed at any moment (SIGKILL
-included) keeps every finished record and a rerun skips exactly those. ``status`` is
+transaction by the generating process alone (workers and cluster nodes hand their records
+back to it), so a run killed at any moment (SIGKILL included) keeps every stored record and
+a rerun skips exactly those. The database is in WAL mode: readers (``stats``, a test
+watching a run) never block the writer. ``status`` is
 ``ok`` for a verified record and the reason otherwise (``mismatch``, ``noop``,
 ``duplicate``, ``not_applicable``, ``build``, ``crash``...): rejected jobs stay counted, so
 statistics can say what was dropped and why. The ``meta`` table holds the generation
@@ -25,9 +27,10 @@ DB_NAME = "dataset.sqlite"
 RECORDS = "records.jsonl"
 REJECTED = "rejected.jsonl"
 
-#: fields that differ between two runs of the same generation (measurements, wall times);
-#: everything else is a function of the sources and the options
-VOLATILE = ("timing", "timings")
+#: fields that differ between two runs of the same generation (measurements, wall times, the
+#: node that ran the job and its target fingerprint); everything else is a function of the
+#: sources and the options
+VOLATILE = ("timing", "timings", "node")
 
 
 class StoreError(Exception):
@@ -44,6 +47,7 @@ class Store:
         self.path = os.path.join(directory, DB_NAME)
         try:
             with self._connect() as c:
+                c.execute("PRAGMA journal_mode=WAL")
                 c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 c.execute("CREATE TABLE IF NOT EXISTS jobs (key TEXT PRIMARY KEY, ord TEXT NOT NULL, "
                           "unit TEXT NOT NULL, status TEXT NOT NULL, strategy TEXT NOT NULL, level TEXT NOT NULL, "
