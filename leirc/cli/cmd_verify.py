@@ -29,10 +29,10 @@ def register(sub) -> None:
                    help="comma-separated non-negative input seeds (default 0,1,2)")
     p.add_argument("--dists", default=None, metavar="LIST",
                    help="comma-separated grid distributions: uniform normal signed large small logits mixed zeros "
-                        "special (default uniform,normal,signed)")
+                        "special range branches (default uniform,normal,signed)")
     p.add_argument("--probes", default=None, metavar="LIST",
                    help="comma-separated probe distributions run once on the first seed, or 'none' (default "
-                        "logits,mixed,special when --dists is not given, else none)")
+                        "logits,mixed,special,range,branches when --dists is not given, else none)")
     p.add_argument("--domain", action="append", default=[], metavar="NAME=LO,HI",
                    help="draw float input NAME inside the open interval (LO, HI) instead of its inferred domain "
                         "(repeatable; LO/HI may be -inf/inf)")
@@ -194,13 +194,13 @@ def _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains,
         with progress.bar(total=0, desc="verify") as bar:
             rep = verify(sources[0], reference, kernel=args.kernel, seeds=seeds, dists=dists, probes=probes,
                          domains=domains or None, oracle=args.oracle, target="interp", rtol=rtol,
-                         norm_tol=norm_tol, timeout=timeout,
+                         norm_tol=norm_tol, timeout=timeout, coverage=True,
                          progress=lambda done, planned, label: bar.update(1, desc=label, total=planned))
     else:
         # the engine's door: one sandboxed session builds the candidate once for every run
         from ..engine.evaluate import Evaluator
 
-        opts = {"probes": probes, "domains": domains or None, "oracle": args.oracle}
+        opts = {"probes": probes, "domains": domains or None, "oracle": args.oracle, "coverage": True}
         with Evaluator(args.target, seeds=seeds, dists=dists, time=False, rtol=rtol, norm_tol=norm_tol,
                        timeout=timeout, pool=pool, verify_options=opts, threads=args.threads) as ev, \
                 progress.bar(total=0, desc="verify") as bar:
@@ -213,6 +213,8 @@ def _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains,
         if rep is None:  # the candidate did not build or run: an error, not a numerical verdict
             raise CliError(f"{args.kernel_file}: {e.error_kind or 'error'} on {args.target}: {e.error}", 1,
                            kind=e.error_kind or "runtime")
+    for w in getattr(rep, "warnings", ()):  # a branch never taken: said, not a failure
+        print(f"leirc: warning: {w}", file=sys.stderr)
     if args.json:
         print_json(json_document("verify", rep.equal, **report_json(rep)))
         return 130 if rep.interrupted else (0 if rep.equal else 1)
@@ -228,6 +230,14 @@ def _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains,
           f"normwise rel err {_g(rep.norm_rel_err)}; tolerance {rep.tolerance or 'n/a'}; oracle {rep.oracle}")
     for n, d in rep.domains.items():
         print(f"  input {n} drawn in {d}")
+    for note in getattr(rep, "probe_notes", ()):
+        print(f"  probe {note}")
+    cov = getattr(rep, "branch_coverage", ())
+    if cov:
+        both = sum(1 for c in cov if c["measured"] and c["true"] and c["false"])
+        measured = sum(1 for c in cov if c["measured"])
+        print(f"  branch coverage: {both} of {measured} measured comparison(s) took both outcomes "
+              f"({len(cov) - measured} not measured)")
     for name, p in rep.per_output.items():
         print(f"  output {name}: {'ok' if p['ok'] else 'FAIL'}{', bitwise' if p['bitwise'] else ''}; "
               f"max abs {_g(p['max_abs_err'])}, normwise {_g(p['norm_rel_err'])}")

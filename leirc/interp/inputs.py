@@ -12,7 +12,19 @@ Distributions (floats; drawn in float64 and rounded to the input's dtype):
   some of them -0.0;
 * ``special`` N(0,1) with zeros sprinkled in: the base of the special-value probe, into
   which :mod:`leirc.verify` injects -inf/+inf/NaN where the reference stays finite
-  (:func:`inject_special`).
+  (:func:`inject_special`);
+* ``range`` the whole space at a *level* (``random_inputs(..., level=L)``, L = 0 widest):
+  floats are random sign x 10^U(-E, E) with E the dtype's largest decimal exponent divided
+  by 2^L (f32: 1e-38 .. 1e38 at level 0, 1e-19 .. 1e19 at level 1, ...), with zeros;
+  integers spread over the dtype's full range at level 0 (log-uniform magnitudes, both
+  signs) and over its low ``bits >> L`` bits at level L, one element in eight a boundary
+  value (0, 1, -1, min, min+1, max-1, max of that range). :mod:`leirc.verify` tries the
+  levels from 0 on and keeps the first where the reference is defined (no signed overflow)
+  and finite: "as wide as the program allows";
+* ``branches`` N(0,1) (small integers) plus, for every comparison of an input-derived value
+  with a constant or another input (``>``, ``<``, ``==``, ``max``/``min``, the conditions of
+  ``if_then_else``; see :func:`branch_points`), elements exactly at the threshold, one ulp
+  on either side and far on either side, and elements of two compared inputs set equal.
 
 Every float input is drawn inside its *domain* (:func:`infer_domains`): an input that is the
 argument of ``log``/``sqrt``/``rsqrt`` or the base of a ``pow`` with a non-integer exponent
@@ -22,8 +34,9 @@ is drawn positive, a divisor is drawn away from zero, and a domain given explici
 Integer inputs that the program uses as subscripts (``H_{C_{i}}``) are drawn from the range
 that keeps every such use in bounds: for a subscript ``C`` (or ``C + k``/``C - k``) of a
 dimension with extent n the range is [0, n) (shifted by -k/+k), intersected over all uses.
-Other integer inputs are small: [0, 16) for ``uniform`` and unsigned types, [-8, 8] otherwise.
-Booleans are fair coin flips. Inputs are drawn in signature order from
+Other integer inputs are small: [0, 16) for ``uniform`` and unsigned types, [-8, 8] otherwise
+(the ``range`` and ``branches`` probes go beyond; an integer input used as a divisor never
+draws 0 there). Booleans are fair coin flips. Inputs are drawn in signature order from
 ``numpy.random.default_rng(seed)``, so the same (kernel, seed, dist, domains) gives the
 same arrays.
 """
@@ -42,13 +55,15 @@ from . import dtypes as D
 #: grid distributions (the ``verify --dists`` of earlier releases)
 GRID_DISTS = ("uniform", "normal", "signed", "large", "small")
 #: probe distributions: the regions where numerical rewrites and special-value semantics break
-PROBE_DISTS = ("logits", "mixed", "zeros", "special")
+PROBE_DISTS = ("logits", "mixed", "zeros", "special", "range", "branches")
+#: levels of the ``range`` probe (0: the dtype's whole range; each level halves the exponent span)
+RANGE_LEVELS = 5
 DISTS = GRID_DISTS + PROBE_DISTS
 
 #: typical magnitude of each distribution (the floor kept away from a domain's open bound
 #: is 1e-3 of it)
 _SCALE = {"uniform": 1.0, "normal": 1.0, "signed": 1.0, "large": 1e3, "small": 1e-3, "logits": 100.0,
-          "mixed": 1e-3, "zeros": 1.0, "special": 1.0}
+          "mixed": 1e-3, "zeros": 1.0, "special": 1.0, "range": 1.0, "branches": 1.0}
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,11 @@ def _const_value(e: A.Expr) -> Optional[float]:
         v = _const_value(e.operand)
         return None if v is None else -v
     return None
+
+
+def const_value(e: A.Expr) -> Optional[float]:
+    """The value of a constant expression (a literal, possibly negated), else None."""
+    return _const_value(e)
 
 
 def _direct(e: A.Expr) -> Optional[str]:
@@ -325,10 +345,64 @@ def _floats(rng: np.random.Generator, shape, dist: str, dt: np.dtype, excludes_z
     raise ValueError(f"unknown distribution {dist!r} (expected one of {', '.join(DISTS)})")
 
 
-def random_inputs(kernel: A.Kernel, seed: int, dist: str = "uniform", domains: Optional[dict] = None) -> dict:
+#: largest decimal exponent drawn per float dtype by the ``range`` probe at level 0
+_MAX_EXP10 = {"f16": 4, "bf16": 38, "f32": 38, "f64": 307}
+
+
+def range_exponent(dtype: str, level: int) -> int:
+    """E of the ``range`` probe: magnitudes 10^-E .. 10^E for ``dtype`` at ``level``."""
+    return max(1, _MAX_EXP10.get(dtype, 38) >> max(0, int(level)))
+
+
+def _range_floats(rng, shape, dtype: str, level: int, excludes_zero: bool) -> np.ndarray:
+    e = range_exponent(dtype, level)
+    mag = 10.0 ** (rng.random(shape) * 2 * e - e)
+    x = np.where(rng.random(shape) < 0.5, -mag, mag)
+    if not excludes_zero:
+        x = np.where(rng.random(shape) < 1.0 / 16, 0.0, x)
+    return x
+
+
+def _range_ints(rng, shape, dt: np.dtype, level: int) -> np.ndarray:
+    """Log-uniform magnitudes over the low ``bits >> level`` bits of ``dt``, both signs
+    for signed types, one element in eight a boundary value of that range."""
+    info = np.iinfo(dt)
+    bits = max(4, (8 * dt.itemsize) >> max(0, int(level)))
+    if info.min < 0:
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    else:
+        lo, hi = 0, (1 << bits) - 1
+    top = math.log2(hi + 1)
+    mag = np.floor(np.exp2(rng.random(shape) * top)).astype(np.float64) - 1  # 0 .. hi
+    mag = np.minimum(mag, hi)
+    x = mag if lo == 0 else np.where(rng.random(shape) < 0.5, -mag - 1, mag)  # -hi-1 .. hi
+    edges = np.array(sorted({lo, lo + 1, 0, 1, hi - 1, hi} | ({-1} if lo < 0 else set())), dtype=np.float64)
+    pick = rng.random(shape) < 1.0 / 8
+    x = np.where(pick, edges[rng.integers(0, len(edges), size=shape)], x)
+    return np.clip(x, lo, hi).astype(np.int64).astype(dt)
+
+
+def _int_divisors(kernel: A.Kernel) -> set:
+    """Integer inputs that appear directly as a divisor (``//``, ``%``, ``/``): drawn
+    without 0 by the wide probes, where a division by zero is the input's fault."""
+    ints = {p.name for p in kernel.inputs if p.dtype in A.INT_DTYPES}
+    out = set()
+    for node in A.walk(kernel):
+        if isinstance(node, A.BinOp) and node.op in ("/", "//", "%"):
+            n = _direct(node.rhs)
+            if n in ints:
+                out.add(n)
+    return out
+
+
+def random_inputs(kernel: A.Kernel, seed: int, dist: str = "uniform", domains: Optional[dict] = None, *,
+                  level: int = 0, also: tuple = ()) -> dict:
     """Random inputs for ``kernel`` (name -> array of the declared dtype and shape).
     ``domains`` (name -> Domain or (lo, hi)) replaces the inferred domain of the inputs it
-    names; inputs it does not name get :func:`infer_domains`'s."""
+    names; inputs it does not name get :func:`infer_domains`'s. ``level`` narrows the
+    ``range`` distribution (0: widest; see the module docstring). ``also``: other kernels
+    with the same inputs (a candidate verified against ``kernel``) whose comparisons the
+    ``branches`` distribution plants values for too."""
     if dist not in DISTS:
         raise ValueError(f"unknown distribution {dist!r} (expected one of {', '.join(DISTS)})")
     seed = int(seed)
@@ -339,16 +413,23 @@ def random_inputs(kernel: A.Kernel, seed: int, dist: str = "uniform", domains: O
         doms[n] = as_domain(d)
     rng = np.random.default_rng(seed)
     ranges = None
+    wide = dist in ("range", "branches")
+    divisors = _int_divisors(kernel) if wide else set()
     out = {}
     for p in kernel.inputs:
         shape = tuple(p.shape)
         dt = D.np_dtype(p.dtype)
         if p.dtype in A.FLOAT_DTYPES:
             dom = doms.get(p.name)
-            x = _floats(rng, shape, dist, dt, dom is not None and dom.excludes_zero)
+            excl = dom is not None and dom.excludes_zero
+            if dist == "range":
+                x = _range_floats(rng, shape, p.dtype, level, excl)
+            else:
+                x = _floats(rng, shape, "normal" if dist == "branches" else dist, dt, excl)
             if dom is not None:
                 x = _fit(x, dom, dist, dt)
-            a = np.asarray(x).astype(dt)
+            with np.errstate(over="ignore"):
+                a = np.asarray(x).astype(dt)
             if dom is not None:
                 a = _inside(np.asarray(a), dom)
         elif p.dtype == "bool":
@@ -357,16 +438,193 @@ def random_inputs(kernel: A.Kernel, seed: int, dist: str = "uniform", domains: O
             if ranges is None:
                 ranges = index_ranges(kernel)
             info = np.iinfo(dt)
-            if p.name in ranges:
-                lo, hi = ranges[p.name]
-            elif dist == "uniform" or info.min == 0:
-                lo, hi = 0, 16
+            if dist == "range" and p.name not in ranges:
+                a = _range_ints(rng, shape, dt, level)
             else:
-                lo, hi = -8, 9
-            lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
-            a = rng.integers(lo, hi, size=shape, dtype=np.int64).astype(dt)
+                if p.name in ranges:
+                    lo, hi = ranges[p.name]
+                elif dist == "uniform" or info.min == 0:
+                    lo, hi = 0, 16
+                else:
+                    lo, hi = -8, 9
+                lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
+                a = rng.integers(lo, hi, size=shape, dtype=np.int64).astype(dt)
+                if wide and p.name in ranges and a.size and hi - lo >= 2:
+                    # the two ends of an index range, where an off-by-one shows
+                    flat = a.reshape(-1)
+                    flat[rng.integers(0, flat.size)] = lo
+                    flat[rng.integers(0, flat.size)] = hi - 1
+            if p.name in divisors:
+                a = np.where(a == 0, np.ones((), dtype=dt), a).astype(dt)
         out[p.name] = np.asarray(a, dtype=dt, order="C")
+    if dist == "branches":
+        for k in (kernel, *also):
+            _plant_branch_values(k, out, doms, rng)
     return out
+
+
+# ---------------------------------------------------------------------------
+# branch points
+
+
+@dataclass(frozen=True)
+class BranchSite:
+    """One comparison of the program: ``lhs op rhs`` at ``line:col`` (``max``/``min`` are
+    the comparison ``lhs > rhs`` / ``lhs < rhs`` that picks an operand)."""
+
+    line: int
+    col: int
+    text: str
+    op: str
+    lhs: A.Expr
+    rhs: A.Expr
+
+
+_FLIP = {">": "<", "<": ">", ">=": "<=", "<=": ">=", "==": "==", "!=": "!="}
+
+
+def branch_sites(kernel: A.Kernel) -> list:
+    """Every comparison of two values of which at least one reads a tensor: the links of a
+    comparison chain, two-operand ``max``/``min`` (pairwise for more operands)."""
+    from ..lang.printer import print_expr
+
+    out = []
+
+    def reads_tensor(e) -> bool:
+        return any(isinstance(n, A.Access) for n in A.walk(e))
+
+    def add(node, op, a, b, text):
+        if reads_tensor(a) or reads_tensor(b):
+            sp = getattr(node, "span", None)
+            out.append(BranchSite(getattr(sp, "line", 0) or 0, getattr(sp, "col", 0) or 0, text, op, a, b))
+
+    for node in A.walk(kernel):
+        if isinstance(node, A.Compare):
+            for op, a, b in zip(node.ops, node.operands, node.operands[1:]):
+                add(node, op, a, b, f"{print_expr(a)} {op} {print_expr(b)}")
+        elif isinstance(node, A.Call) and node.func in ("max", "min") and len(node.args) >= 2:
+            op = ">" if node.func == "max" else "<"
+            for a, b in zip(node.args, node.args[1:]):
+                add(node, op, a, b, f"{node.func}({print_expr(a)}, {print_expr(b)})")
+    return out
+
+
+def invert(e: A.Expr):
+    """(tensor name, access, forward, inverse) when ``e`` is a strictly monotone function of
+    one tensor element -- ``X``, ``-X``, a float cast, ``X + c``, ``X - c``, ``c - X``,
+    ``X * c``, ``X / c`` (c a nonzero constant) -- else None. ``forward`` maps the tensor's
+    values to ``e``'s, ``inverse`` a value of ``e`` back to the tensor's."""
+    if isinstance(e, A.Access):
+        return e.name, e, (lambda x: x), (lambda t: t)
+    if isinstance(e, A.Neg):
+        r = invert(e.operand)
+        if r is None:
+            return None
+        n, acc, f, g = r
+        return n, acc, (lambda x: -f(x)), (lambda t: g(-t))
+    if isinstance(e, A.Call) and e.func in A.FLOAT_DTYPES and len(e.args) == 1:
+        return invert(e.args[0])
+    if isinstance(e, A.BinOp) and e.op in ("+", "-", "*", "/"):
+        cr, cl = _const_value(e.rhs), _const_value(e.lhs)
+        if cr is not None and cl is None:
+            r = invert(e.lhs)
+            if r is None or (e.op in ("*", "/") and cr == 0):
+                return None
+            n, acc, f, g = r
+            if e.op == "+":
+                return n, acc, (lambda x: f(x) + cr), (lambda t: g(t - cr))
+            if e.op == "-":
+                return n, acc, (lambda x: f(x) - cr), (lambda t: g(t + cr))
+            if e.op == "*":
+                return n, acc, (lambda x: f(x) * cr), (lambda t: g(t / cr))
+            return n, acc, (lambda x: f(x) / cr), (lambda t: g(t * cr))
+        if cl is not None and cr is None and e.op in ("+", "-", "*"):
+            r = invert(e.rhs)
+            if r is None or (e.op == "*" and cl == 0):
+                return None
+            n, acc, f, g = r
+            if e.op == "+":
+                return n, acc, (lambda x: cl + f(x)), (lambda t: g(t - cl))
+            if e.op == "-":
+                return n, acc, (lambda x: cl - f(x)), (lambda t: g(cl - t))
+            return n, acc, (lambda x: cl * f(x)), (lambda t: g(t / cl))
+    return None
+
+
+def branch_points(kernel: A.Kernel) -> tuple[dict, list]:
+    """(input name -> thresholds in the input's own values, [(input, input)] pairs compared
+    elementwise) for the comparisons of :func:`branch_sites` whose one side is a monotone
+    function of an input (:func:`invert`) and whose other side is a constant or another
+    input."""
+    inputs = {p.name for p in kernel.inputs if p.dtype != "bool"}
+    thresholds: dict = {}
+    pairs: list = []
+    for site in branch_sites(kernel):
+        a, b = site.lhs, site.rhs
+        ra, rb = invert(a), invert(b)
+        ca, cb = _const_value(a), _const_value(b)
+        for r, c in ((ra, cb), (rb, ca)):
+            if r is not None and c is not None and r[0] in inputs:
+                try:
+                    t = float(r[3](c))
+                except (ZeroDivisionError, OverflowError):
+                    continue
+                if math.isfinite(t):
+                    lst = thresholds.setdefault(r[0], [])
+                    if t not in lst:
+                        lst.append(t)
+        if ra is not None and rb is not None and ra[0] in inputs and rb[0] in inputs and ra[0] != rb[0]:
+            pr = (ra[0], rb[0])
+            if pr not in pairs:
+                pairs.append(pr)
+    return thresholds, pairs
+
+
+#: most thresholds per input the branches probe plants
+MAX_THRESHOLDS = 8
+#: relative step of "one ulp" per float dtype (the spacing just above 1)
+_EPS = {"f16": 2.0**-10, "bf16": 2.0**-7, "f32": 2.0**-23, "f64": 2.0**-52}
+
+
+def _plant_branch_values(kernel: A.Kernel, out: dict, doms: dict, rng: np.random.Generator) -> None:
+    """Write the threshold values of :func:`branch_points` into ``out`` (in place)."""
+    thresholds, pairs = branch_points(kernel)
+    params = {p.name: p for p in kernel.inputs}
+    for name, ts in thresholds.items():
+        p = params[name]
+        a = out[name]
+        if a.size == 0:
+            continue
+        flat = a.reshape(-1)
+        vals = []
+        for t in ts[:MAX_THRESHOLDS]:
+            if p.dtype in A.FLOAT_DTYPES:
+                eps = _EPS.get(p.dtype, 2.0**-23)
+                step = max(abs(t) * 2 * eps, 1e-30)
+                far = max(1.0, abs(t))
+                cands = (t, t + step, t - step, t + far, t - far)
+                dom = doms.get(name)
+                vals += [v for v in cands if dom is None or dom.contains(v)]
+            else:
+                info = np.iinfo(a.dtype)
+                ti = int(math.floor(t))
+                far = max(1, abs(ti))
+                vals += [v for v in (ti, ti + 1, ti - 1, ti + far, ti - far) if info.min <= v <= info.max]
+        if not vals:
+            continue
+        # one element in four gets a planted value, cycled so that each value appears
+        pick = np.flatnonzero(rng.random(flat.size) < 0.25)
+        if pick.size == 0:
+            pick = np.array([int(rng.integers(flat.size))])
+        with np.errstate(over="ignore"):
+            planted = np.asarray([vals[i % len(vals)] for i in range(pick.size)], dtype=np.float64)
+            flat[pick] = planted.astype(a.dtype) if a.dtype.kind in "iu" else np.asarray(planted).astype(a.dtype)
+    for x, y in pairs:
+        ax, ay = out[x], out[y]
+        if ax.shape != ay.shape or ax.dtype != ay.dtype or ax.size == 0:
+            continue
+        eq = rng.random(ax.shape) < 0.125
+        ax[eq] = ay[eq]
 
 
 #: special values tried by :func:`inject_special`, in order

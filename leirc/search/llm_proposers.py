@@ -131,8 +131,17 @@ class _LLMProposer:
     @property
     def names(self) -> list[str]:
         """The strategies a listing shows: the menu's (target, --strategies, approximate or
-        not); a transformed program is always accepted as an answer."""
+        not), without ``program_rewrite`` (a transformed program is an answer form, not a
+        listed strategy)."""
         return [n for n in self.menu.names if n != PROGRAM_STRATEGY]
+
+    @property
+    def programs_allowed(self) -> bool:
+        """Whether a whole program from the model may become a candidate: only with
+        ``--allow-approximate`` (the menu then lists approximate strategies, program_rewrite
+        among them). Nothing about such a program is proven; verification is its only
+        evidence, so the search accepts it only when told that tested steps are welcome."""
+        return PROGRAM_STRATEGY in self.menu.names
 
     # -- refusals -------------------------------------------------------------------------
     def reject(self, reason: str, detail: str = "", model: str = "") -> None:
@@ -158,12 +167,16 @@ class _LLMProposer:
         """The child Program of ``steps`` on the node, or raises Rejected."""
         program = node.program
         last = node.step.name if getattr(node, "step", None) is not None else None
-        allowed = set(self.names) | {PROGRAM_STRATEGY}
+        allowed = set(self.names) | ({PROGRAM_STRATEGY} if self.programs_allowed else set())
         for st in steps:
             try:
                 get(st.name)
             except KeyError:
                 raise Rejected("unknown_strategy", f"no strategy named '{st.name}'") from None
+            if st.name == PROGRAM_STRATEGY and st.name not in allowed:
+                raise Rejected("approximate_not_allowed",
+                               "a whole program from the model is only tested, never proven: the search accepts "
+                               "model-written programs with --allow-approximate")
             if st.name not in allowed:
                 raise Rejected("not_allowed", f"{st.name} is not among this search's strategies")
             if undoes(last, st.name):

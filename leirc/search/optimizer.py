@@ -242,6 +242,10 @@ class SearchOptimizer:
         log(f"search {name}: {res.evaluations} evaluations ({res.fresh} new) in {res.seconds:.1f} s, {res.stopped}")
         for line in res.table():  # the input, -O1 when proposed, the best: re-timed side by side
             log(line)
+        from .report import evidence_line, evidence_of
+
+        if res.best is not res.root:
+            log(evidence_line(res))  # proven (legal by construction) or tested (verification only)
         if self.out_dir:
             from .report import write_outputs
 
@@ -251,7 +255,9 @@ class SearchOptimizer:
         if self.json_out is not None:
             import json
 
-            print(json.dumps(res.to_json(), indent=2, default=str), file=self.json_out)
+            d = res.to_json()
+            d["evidence"] = evidence_of(res)
+            print(json.dumps(d, indent=2, default=str), file=self.json_out)
         return SearchOptimized(res.best.program.kernel, list(res.steps), lines, res)
 
 

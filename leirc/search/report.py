@@ -47,6 +47,34 @@ def plot_png(result) -> Optional[bytes]:
     return buf.getvalue()
 
 
+def evidence_of(result) -> dict:
+    """What the best program's correctness rests on: ``proven`` when every step on its path
+    is legal by construction (bitwise or exact in the reals) and verification only confirms
+    the compiler, ``tested`` when some step (an approximate rewrite, a model-written
+    program) has verification as its only evidence; per step, and the grid and probes the
+    best candidate passed."""
+    from ..verify import evidence
+
+    steps = [{"step": t["text"], "numerics": t["numerics"], "evidence": evidence(t["numerics"])}
+             for t in result.trajectory()]
+    ev = getattr(result.best, "evaluation", None)
+    rep = getattr(ev, "verify", None) if ev is not None else None
+    label = "tested" if any(s["evidence"] == "tested" for s in steps) else "proven"
+    return {"label": label, "steps": steps,
+            "verified_on": rep.passed_on() if rep is not None and hasattr(rep, "passed_on") else None}
+
+
+def evidence_line(result) -> str:
+    """The console's line: ``verification: proven (3 steps; seeds 0,1,2 x ...)``."""
+    e = evidence_of(result)
+    n = len(e["steps"])
+    tested = sum(s["evidence"] == "tested" for s in e["steps"])
+    what = (f"{n} step(s) legal by construction" if e["label"] == "proven"
+            else f"{tested} of {n} step(s) checked only by verification")
+    on = f"; passed {e['verified_on']}" if e["verified_on"] else ""
+    return f"  verification: {e['label'].upper()} ({what}{on})"
+
+
 def report_html(result) -> str:
     e = html.escape
     o = result.options
@@ -54,20 +82,23 @@ def report_html(result) -> str:
     img = (f'<img alt="speedup against evaluations" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
            if png else "<p>(matplotlib is not installed: no plot)</p>")
     rows = []
+    ev = evidence_of(result)
     for i, t in enumerate(result.trajectory(), start=1):
         eff = f"x{t['effect']:.3g}" if t["effect"] else "-"
         sp = f"x{t['speedup']:.3g}" if t["speedup"] else "-"
         pred = f"x{t['predicted']:.3g}" if t["predicted"] else "-"
         # the first steps of a multi-step proposal are measured together with the last one
         ms = f"{t['ms']:.4g} ms" if t["ms"] is not None else "with the next step"
-        rows.append(f"<tr><td>{i}</td><td><code>{e(t['text'])}</code></td><td>{e(t['direction'])}</td>"
+        label = ev["steps"][i - 1]["evidence"]
+        rows.append(f"<tr><td>{i}</td><td><code>{e(t['text'])}</code></td><td><b>{label}</b> "
+                    f"({e(str(t['numerics']))})</td><td>{e(t['direction'])}</td>"
                     f"<td>{e(str(t['proposer']))}</td><td>{e(t['rationale'])}</td><td>{pred}</td>"
                     f"<td>{ms}</td><td>{eff}</td><td>{sp}</td></tr>")
     fb = measured_feedback(estimate(result.best.program, o.target, threads=o.threads), result.best.ms, o.target, o.threads)
     feedback = (f"<p>Best: {fb['gops']:.3g} Gop/s ({100 * fb['compute_util']:.2g}% of the modelled peak), "
                 f"{fb['gbs']:.3g} GB/s ({100 * fb['bandwidth_util']:.2g}% of the modelled bandwidth); "
                 f"model {fb['model_ms']:.3g} ms.</p>") if fb else ""
-    table = ("<table><tr><th>#</th><th>step</th><th>direction</th><th>proposer</th><th>rationale</th>"
+    table = ("<table><tr><th>#</th><th>step</th><th>evidence</th><th>direction</th><th>proposer</th><th>rationale</th>"
              "<th>predicted</th><th>time</th><th>effect</th><th>speedup</th></tr>" + "".join(rows) + "</table>"
              if rows else "<p>No step beat the input beyond the noise: the input is the best program found.</p>")
     c = result.confirmation
@@ -94,6 +125,7 @@ td,th{{border:1px solid #ccc;padding:.2em .5em;vertical-align:top;font-size:90%}
 {result.evaluations} evaluation(s) ({result.fresh} run now), {result.seconds:.1f} s; stopped: {e(result.stopped)}.</p>
 <p>Input {result.root_ms:.4g} ms &rarr; best {result.best_ms:.4g} ms: <b>x{result.speedup:.3g}</b>{confirmed}
 ({len(result.steps)} step(s)). Timed {e(result.timed_on)}. Failed candidates: {e(json.dumps(fails)) if fails else 'none'}.</p>
+<p>Verification: <b>{ev['label']}</b> &mdash; {'every step is legal by construction (bitwise or exact in the reals); the verifier confirmed the compiled program' if ev['label'] == 'proven' else 'some steps (approximate rewrites, model-written programs) are checked only by verification'}{('; the best candidate passed ' + e(ev['verified_on'])) if ev['verified_on'] else ''}.</p>
 {feedback}
 {img}
 <h2>Winning trajectory</h2>
@@ -116,12 +148,19 @@ def write_outputs(result, out_dir: str, stem: str, outputs=OUTPUTS) -> dict:
     paths = {k: os.path.join(out_dir, f"{stem}.{suffix[k]}") for k in outputs}
     if "leir" in paths:
         write_atomic(paths["leir"], print_module(A.Module((result.best.program.kernel,)), PRETTY))
+    ev = evidence_of(result)
     if "trace" in paths:
         write_atomic(paths["trace"], trace_to_json(result.steps, kernel=result.root.program.kernel.name,
                                                   search={"algo": result.options.algo, "seed": result.seed,
-                                                          "speedup": result.speedup}) + "\n")
+                                                          "speedup": result.speedup, "evidence": ev["label"],
+                                                          "steps_evidence": [s["evidence"] for s in ev["steps"]],
+                                                          "verified_on": ev["verified_on"]}) + "\n")
     if "json" in paths:
-        write_atomic(paths["json"], json.dumps(result.to_json(), indent=2, default=str) + "\n")
+        d = result.to_json()
+        d["evidence"] = ev
+        for t, s in zip(d.get("trajectory", ()), ev["steps"]):
+            t["evidence"] = s["evidence"]
+        write_atomic(paths["json"], json.dumps(d, indent=2, default=str) + "\n")
     if "html" in paths:
         write_atomic(paths["html"], report_html(result))
     return paths

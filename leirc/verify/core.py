@@ -54,19 +54,32 @@ import numpy as np
 
 from ..interp import InterpError, Interpreter, check_source, random_inputs
 from ..interp import dtypes as D
-from ..interp.inputs import DISTS, SPECIAL_VALUES, as_domain, infer_domains, inject_special
+from ..interp.inputs import (DISTS, RANGE_LEVELS, SPECIAL_VALUES, as_domain, branch_points, infer_domains,
+                             inject_special, range_exponent)
 from .bound import ErrorBound, Unsupported
 from .compare import bitwise_equal, compare_output, tolerances
 
 MAX_FAILURES = 25
 #: grid distributions and probes run when none are given
 DEFAULT_DISTS = ("uniform", "normal", "signed")
-DEFAULT_PROBES = ("logits", "mixed", "special")
+DEFAULT_PROBES = ("logits", "mixed", "special", "range", "branches")
+#: probes whose inputs adapt to the reference (levels tried until it is defined and finite)
+ADAPTIVE_PROBES = ("range", "branches")
 #: reference runs spent looking for special values the reference tolerates
 MAX_SPECIAL_TRIES = 6
 ORACLES = ("vectorized", "literal")
 #: bumped when a change of the verifier can change a verdict (the Evaluator's cache key)
-VERIFY_PROTOCOL = 2
+VERIFY_PROTOCOL = 3
+#: numerics classes whose rewrites are legal by construction (see :func:`evidence`)
+PROVEN_NUMERICS = ("bitwise", "exact-in-reals")
+
+
+def evidence(numerics: Optional[str]) -> str:
+    """``proven`` for a candidate made by rewrites that are legal by construction (bitwise
+    or exact in the reals: verification only confirms the compiler), ``tested`` for
+    everything else -- approximate rewrites, model-written programs, a comparison of two
+    programs -- whose only evidence is the verification's runs."""
+    return "proven" if numerics in PROVEN_NUMERICS else "tested"
 #: checked output elements per distribution after which further seeds are skipped
 MIN_SAMPLES = 1 << 20
 
@@ -110,6 +123,20 @@ class VerifyReport:
     min_samples: Optional[int] = None
     #: stopped by Ctrl-C: the report covers the runs made so far (and is NOT EQUAL)
     interrupted: bool = False
+    #: "proven" (legal by construction, then verified) or "tested" (verified only); see evidence()
+    evidence: str = "tested"
+    #: what the adaptive probes did: the level of ``range`` kept, a probe skipped and why
+    probe_notes: list = field(default_factory=list)
+    #: per comparison of the reference: measured, took true / false (see leirc.verify.coverage)
+    branch_coverage: list = field(default_factory=list)
+    #: things a person should know that do not fail the verification (a branch never taken)
+    warnings: list = field(default_factory=list)
+
+    def passed_on(self) -> str:
+        """What the runs covered, for a label: ``seeds 0,1,2 x uniform, normal, signed;
+        probes logits, mixed, special``."""
+        grid = f"seeds {','.join(map(str, self.seeds))} x {', '.join(self.dists)}"
+        return grid + (f"; probes {', '.join(self.probes)}" if self.probes else "; no probes")
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -235,22 +262,21 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
            runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
            timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
            oracle: str = "vectorized", numerics: Optional[str] = None,
-           min_samples: Optional[int] = MIN_SAMPLES,
+           min_samples: Optional[int] = MIN_SAMPLES, coverage: bool = False,
            progress: Optional[Callable[[int, int, str], None]] = None) -> VerifyReport:
     """Verify ``candidate_source`` against ``reference_source``; see :func:`_verify`.
 
     Without a ``runner``, a compiled candidate runs in one sandboxed worker session built
     once for all runs. ``numerics`` is the class of the rewrite that produced the candidate
-    (``bitwise``, ``exact-in-reals``, ``approximate``): an *approximate* rewrite is allowed
-    to overflow or lose range where the original does not, so its default verification runs
-    the grid only, not the probes that go looking for exactly that (``probes`` given
-    explicitly still run); the report records the class. (A bitwise rewrite is not held to
-    bit equality here: the compiled candidate and the interpreted reference round differently
-    even when the rewrite reorders nothing.)"""
+    (``bitwise``, ``exact-in-reals``, ``approximate``); the report records it and its
+    :data:`evidence <VerifyReport.evidence>` (``proven`` or ``tested``). Every class faces
+    the same grid and probes: an approximate rewrite or a model-written program
+    (``program_rewrite``) that overflows, or turns NaN, where the reference stays finite is
+    rejected like any other candidate -- that is what the probes look for. (A bitwise rewrite
+    is not held to bit equality here: the compiled candidate and the interpreted reference
+    round differently even when the rewrite reorders nothing.)"""
     if numerics is not None and numerics not in ("bitwise", "exact-in-reals", "approximate"):
         raise ValueError(f"unknown numerics class {numerics!r}")
-    if numerics == "approximate" and probes is None:
-        probes = ()
     own = None
     if runner is None and target != "interp":
         own = runner = _SessionRunner(candidate_source, target, timeout, kernel)
@@ -258,11 +284,12 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
         rep = _verify(candidate_source, reference_source, kernel=kernel, seeds=seeds, dists=dists, target=target,
                       runner=runner, rtol=rtol, norm_tol=norm_tol, timeout=timeout, reference_cache=reference_cache,
                       probes=probes, domains=domains, oracle=oracle, min_samples=min_samples,
-                      progress=progress)
+                      coverage=coverage, progress=progress)
     finally:
         if own is not None:
             own.close()
     rep.numerics = numerics
+    rep.evidence = evidence(numerics)
     return rep
 
 
@@ -270,7 +297,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
             seeds=(0, 1, 2), dists=None, target: str = "llvm",
             runner: Optional[Callable] = None, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
             timeout: float = 120.0, reference_cache=None, probes=None, domains: Optional[dict] = None,
-            oracle: str = "vectorized", min_samples: Optional[int] = MIN_SAMPLES,
+            oracle: str = "vectorized", min_samples: Optional[int] = MIN_SAMPLES, coverage: bool = False,
             progress: Optional[Callable[[int, int, str], None]] = None) -> VerifyReport:
     """Verify ``candidate_source`` (compiled for ``target``, or interpreted when
     ``target="interp"``) against the interpreter run of ``reference_source`` (default: the
@@ -567,6 +594,12 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     if rep.seeds_skipped:
         run_seeds = {s for s, _, _ in plan}
         rep.seeds = [s for s in seeds if s in run_seeds]
+    # another program verified against the reference: its comparisons count too
+    others = (cand.kernel,) if cand.kernel != ref.kernel else ()
+    if "branches" in probes and not any(any(branch_points(k)) for k in (ref.kernel, *others)):
+        rep.probe_notes.append("branches: not run: no comparison of an input with a constant or another input")
+        probes = [p for p in probes if p != "branches"]
+        rep.probes = probes
     plan += [(seeds[0], probe, probe) for probe in probes]
     planned = len(plan) + (runner is not interp_runner)
     done = 0
@@ -582,17 +615,72 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
     ref_lock = threading.Lock()
 
     special_found: dict = {}  # seed -> the special values the probe injected
+    cov = None
+    if coverage:
+        from .coverage import Coverage
+
+        cov = Coverage(ref.kernel, others[0] if others else None)
+
+    def observe(inputs: dict) -> None:
+        """Branch coverage on one run's values (under ref_lock)."""
+        if cov is None:
+            return
+        values = dict(inputs)
+        if cov.needs_intermediates:
+            try:
+                values.update(ref_interp.run(inputs, intermediates=True))
+            except InterpError:
+                pass
+        cov.observe(values)
+
+    def adaptive_inputs(seed: int, dist: str):
+        """The ``range`` probe's inputs at the widest level where the reference is defined
+        (a signed overflow or another reference error there is the input's fault, not a
+        counterexample) and finite; the ``branches`` probe's planted inputs. None (noted)
+        when the reference is undefined on every try."""
+        levels = range(RANGE_LEVELS) if dist == "range" else range(1)
+        why = ""
+        fallback = None
+        for level in levels:
+            inputs = random_inputs(ref.kernel, seed, dist, explicit_doms, level=level, also=others)
+            try:
+                outs = ref_interp.run(inputs, **uninit)
+            except InterpError as e:
+                why = str(e).splitlines()[0][:160]
+                continue
+            finite = all(np.isfinite(np.asarray(outs[n], dtype=np.float64)).all()
+                         for n, dt, _ in outs_spec if D.is_float(dt))
+            if finite or level == RANGE_LEVELS - 1:
+                if dist == "range":
+                    e10 = {p.dtype: range_exponent(p.dtype, level) for p in ref.kernel.inputs if D.is_float(p.dtype)}
+                    span = ", ".join(f"{t} 1e-{x}..1e{x}" for t, x in sorted(e10.items()))
+                    rep.probe_notes.append(f"range: level {level}{' (' + span + ')' if span else ''}"
+                                           + ("" if finite else "; the reference overflows at every level: its "
+                                              "non-finite elements are not compared")
+                                           + (f"; wider levels: {why}" if level and why else ""))
+                return (inputs, *reference_run(inputs, outs))
+            fallback = fallback or (inputs, outs)
+            why = "the reference overflows to inf/NaN"
+        rep.probe_notes.append(f"{dist}: skipped: the reference is undefined on these inputs ({why})")
+        return None
 
     def materialize(seed: int, dist: str):
-        """(inputs, reference outputs, unwritten masks) of one planned run."""
+        """(inputs, reference outputs, unwritten masks) of one planned run (None: a probe
+        skipped, see adaptive_inputs)."""
         with ref_lock:
             if dist == "special":
                 inputs, special_found[seed], outs = special_inputs(seed)
-                return (inputs, *reference_run(inputs, outs))
-            if reference_cache is not None:
-                return reference_cache.run(seed, dist)
-            inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
-            return (inputs, *reference_run(inputs))
+                item = (inputs, *reference_run(inputs, outs))
+            elif dist in ADAPTIVE_PROBES:
+                item = adaptive_inputs(seed, dist)
+            elif reference_cache is not None:
+                item = reference_cache.run(seed, dist)
+            else:
+                inputs = random_inputs(ref.kernel, seed, dist, explicit_doms)
+                item = (inputs, *reference_run(inputs))
+            if item is not None:
+                observe(item[0])
+            return item
 
     # A compiled candidate runs in another process: while this thread compares run i, run
     # i+1 is already in the worker and the inputs and reference outputs of run i+2 are being
@@ -605,7 +693,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         seed, dist, _ = plan[i]
         item = materialize(seed, dist)
         # behind a failed run (a crash, a hang) the verification stops: do not pay again
-        return item, (call(item[0], False) if pipelined and not failed_run.is_set() else None)
+        return item, (call(item[0], False) if item is not None and pipelined and not failed_run.is_set() else None)
 
     ahead = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="leirc-verify")
     pending: dict = {}
@@ -645,7 +733,13 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
             ran_result = None
             try:
                 fut = pending.pop(i, None)
-                (inputs, ref_out, ref_unw), ran_result = fut.result() if fut is not None else stage(i)
+                item, ran_result = fut.result() if fut is not None else stage(i)
+                if item is None:  # an adaptive probe the reference is undefined on (noted)
+                    rep.probes = [p for p in rep.probes if p != probe]  # not claimed as passed
+                    top_up(i + 1)
+                    ran(label)
+                    continue
+                inputs, ref_out, ref_unw = item
                 if probe == "special":
                     injected = rep.special_values = special_found[seed]
                     label = f"seed {seed}, special ({', '.join(injected) if injected else 'zeros only'})"
@@ -686,6 +780,9 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         if r is not None and len(fails) > n_before:
             fail(f"output depends on previous run: repeating the first run ({label}) with fresh buffers "
                  f"gave a wrong result")
+    if cov is not None:
+        rep.branch_coverage = cov.to_json()
+        rep.warnings.extend(cov.warnings())
     rep.per_output = acc.per
     for p in acc.per.values():
         for k in ("max_abs_err", "max_rel_err", "norm_rel_err"):
@@ -719,4 +816,4 @@ def _finish(rep: VerifyReport, t0: float) -> VerifyReport:
     return rep
 
 
-__all__ = ["verify", "VERIFY_PROTOCOL", "VerifyReport", "RunResult", "interp_runner", "tolerances", "DEFAULT_DISTS", "DEFAULT_PROBES"]
+__all__ = ["verify", "evidence", "PROVEN_NUMERICS", "VERIFY_PROTOCOL", "VerifyReport", "RunResult", "interp_runner", "tolerances", "DEFAULT_DISTS", "DEFAULT_PROBES"]
