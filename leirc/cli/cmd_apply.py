@@ -118,8 +118,7 @@ def run(args) -> int:
         if rw.created:
             # handles let the next --arg name what this step created without guessing
             print("  created: " + " ".join(f"{k}={v}" for k, v in rw.created.items()), file=sys.stderr)
-    mod = A.Module(tuple(kernel if r.kernel is res.kernel else r.kernel for r in cf.results))
-    text = print_module(mod, COMPACT if args.compact else PRETTY)
+    text = _result_text(cf, res, kernel, args.compact)
     status = 0
     if args.verify:
         before = print_module(A.Module((res.kernel,)), PRETTY)
@@ -151,6 +150,20 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return status
+
+
+def _result_text(cf, res, kernel, compact: bool) -> str:
+    """The file after the steps. By default only the items the steps changed are rewritten
+    (the editor's minimal edits, :func:`leirc.ide.edits.kernel_edits`): the other kernels,
+    comments, spacing and spellings (``\\cdot``, ``\\frac``) stay byte for byte. ``--compact``
+    reprints the whole file in the one-line layout, as asked."""
+    if not compact and cf.parse.source is not None:
+        from ..ide.edits import apply_to_text, kernel_edits
+
+        source = cf.parse.source
+        return apply_to_text(source, kernel_edits(source, res.kernel, kernel))
+    mod = A.Module(tuple(kernel if r.kernel is res.kernel else r.kernel for r in cf.results))
+    return print_module(mod, COMPACT if compact else PRETTY)
 
 
 def _g(x) -> str:
