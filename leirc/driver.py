@@ -409,9 +409,14 @@ def _verify_against_module(b: Build, j: Job) -> None:
 
 
 def time_pass(b: Build) -> Build:
-    """Side by side, same thread count, rotating input sets (benchmarking.md §4.2): the
-    compiled kernel in a sandboxed worker; for .py inputs also PyTorch eager (and
-    torch.compile on request) in this process."""
+    """Same thread count on every side (benchmarking.md §4.2). For .py inputs the figure is
+    KernelBench's (issue #35): the module ``Model(*inputs)`` against the ``ModelNew`` the
+    build writes (the verified kernel loaded in this process, zero copy), and torch.compile
+    on request, timed as modules on the same inputs in interleaved rounds (median, spread,
+    load average; :func:`leirc.frontend.bench.time_modules`), next to KernelBench's own
+    correctness check; the kernel alone (pre-made inputs and outputs, in a sandboxed
+    worker) is kept as ``leirc_kernel``, labelled kernel-only. For .leir inputs there is no
+    module: the kernel-only figure is ``leirc``."""
     if not b.options.time:
         return b
     if b.options.target != "llvm":
@@ -421,28 +426,79 @@ def time_pass(b: Build) -> Build:
 
     for j in b.jobs:
         if b.kind == "py":
-            from .frontend import bench, load_model
-            from .frontend.verify import leir_inputs
+            _time_model(b, j)
+            continue
+        from .interp import random_inputs
 
-            pristine = load_model(b.model.path)
-            sets = [pristine.get_inputs(s) for s in TIMING_SEEDS]
-            st = bench.time_torch(pristine.model, sets, threads=b.options.threads)
-            _record(j, "eager", st.median_ms if st.ok else None, st.error)
-            if b.options.torch_compile:
-                sc = bench.time_torch(load_model(b.model.path).model, sets, compile=True, threads=b.options.threads)
-                _record(j, "compile", sc.median_ms if sc.ok else None, sc.error)
-            feeds = [leir_inputs(j.current.kernel, s, b.model.imported.weights) for s in sets]
-            warm = dict(warmup=bench.WARMUP, repeat=bench.REPEAT, min_repeat_ms=bench.MIN_REPEAT_MS)
-        else:
-            from .interp import random_inputs
-
-            feeds = [random_inputs(j.current.kernel, s, "uniform") for s in TIMING_SEEDS]
-            warm = {}
-        tr = time_kernel(j.text(), feeds, target="llvm", threads=b.options.threads, timeout=b.options.timeout, **warm)
+        feeds = [random_inputs(j.current.kernel, s, "uniform") for s in TIMING_SEEDS]
+        tr = time_kernel(j.text(), feeds, target="llvm", threads=b.options.threads, timeout=b.options.timeout)
         _record(j, "leirc", tr.median_ms if tr.ok else None, None if tr.ok else f"{tr.error_kind}: {tr.error}")
-        parts = [f"{k} {v:.3f} ms" for k, v in j.timing.items()]
-        b.note(f"time {j.name} ({b.options.threads} threads): " + ", ".join(parts))
+        if "leirc" in j.timing:
+            b.note(f"time {j.name} ({b.options.threads} threads, kernel only): leirc {j.timing['leirc']:.3f} ms")
     return b
+
+
+def _time_model(b: Build, j: Job) -> None:
+    from .frontend import bench, load_model
+    from .frontend.verify import leir_inputs
+    from .frontend.wrapper import modelnew_in_memory
+    from .lower.runner import Library, time_kernel, tvm_threads
+
+    threads = b.options.threads
+    pristine = load_model(b.model.path)
+    sets = [pristine.get_inputs(s) for s in TIMING_SEEDS]
+    feeds = [leir_inputs(j.current.kernel, s, b.model.imported.weights) for s in sets]
+    tr = time_kernel(j.text(), feeds, target="llvm", threads=threads, timeout=b.options.timeout,
+                     warmup=bench.WARMUP, repeat=bench.REPEAT, min_repeat_ms=bench.MIN_REPEAT_MS)
+    _record(j, "leirc_kernel", tr.median_ms if tr.ok else None, None if tr.ok else f"{tr.error_kind}: {tr.error}")
+    kernel_only = (f"kernel only (pre-made inputs and outputs, worker): {j.timing['leirc_kernel']:.3f} ms"
+                   if "leirc_kernel" in j.timing else "kernel only: failed")
+    v = j.verification
+    sides = {"eager": pristine.model}
+    new = None
+    if v is not None and bool(getattr(v, "equal", False)) and j.built is not None:
+        # ModelNew runs the kernel in this process, as the generated wrapper does: only a
+        # verified kernel gets there
+        tvm_threads(threads)
+        new = sides["leirc"] = modelnew_in_memory(load_model(b.model.path).model, Library.from_built(j.built),
+                                                  b.model.imported.meta)
+    else:
+        b.note(f"time {j.name}: ModelNew not timed (the kernel was not verified, and ModelNew would run it in "
+               "this process); eager alone")
+    if b.options.torch_compile:
+        import torch
+
+        bench.private_inductor_cache()
+        fn = torch.compile(load_model(b.model.path).model)
+        try:
+            with torch.no_grad():
+                fn(*sets[0])  # compiles: not part of the timing
+            sides["compile"] = fn
+        except Exception as e:  # noqa: BLE001 - inductor may be unavailable (no compiler, ...)
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            _record(j, "compile", None, f"torch.compile failed: {type(e).__name__}: {msg[:200]}")
+    mt = bench.time_modules(sides, sets, threads=threads)
+    mt.threads_tvm = tvm_threads() if new is not None else None
+    if not mt.ok:
+        for k in sides:
+            _record(j, k, None, mt.error)
+        b.note(f"time {j.name}: module timing failed: {mt.error}; {kernel_only}")
+        return
+    for k, st in mt.sides.items():
+        _record(j, k, st.median_ms, None)
+    label = {"eager": "eager Model", "leirc": "leirc ModelNew", "compile": "torch.compile"}
+    parts = [f"{label[k]} {st.median_ms:.3f} ms ±{100 * st.spread / 2:.1f}%" for k, st in mt.sides.items()]
+    ratio = mt.speedup("eager", "leirc")
+    tvm = f"/{mt.threads_tvm} TVM" if mt.threads_tvm is not None else ""
+    b.note(f"time {j.name} (module vs module as KernelBench times it: {mt.threads_torch} torch{tvm} threads, "
+           f"{mt.rounds} interleaved rounds, median ± half the interquartile range): " + ", ".join(parts)
+           + (f"; {ratio:.3g}x eager" if ratio else "") + f"; {kernel_only}")
+    if new is not None:
+        kb = bench.kb_correctness(pristine.model, new, pristine.get_inputs)
+        b.note(f"KernelBench check {j.name}: {kb['passed']}/{kb['trials']} seeded inputs allclose(atol=rtol={kb['tol']:g})"
+               f", max |diff| {kb['max_abs_diff']:.3g}" + (f" ({kb['error']})" if kb["error"] else ""))
+    if mt.warning:
+        b.note(f"warning: {mt.warning}")
 
 
 def _record(j: Job, what: str, ms: Optional[float], err: Optional[str]) -> None:

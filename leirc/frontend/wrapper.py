@@ -108,3 +108,29 @@ class ModelNew(nn.Module):
         res = self._leirc(self.ref, [x for x in inputs if isinstance(x, torch.Tensor)])
         return res[0] if len(res) == 1 else tuple(res)
 '''
+
+
+def modelnew_in_memory(model, library, meta: dict):
+    """The module the generated ``ModelNew`` is, without writing it: ``model`` (a Model
+    instance, built under KernelBench's seed) holds the parameters, ``library`` a
+    :class:`leirc.lower.runner.Library` (e.g. ``Library.from_built``) and ``meta`` the
+    import's metadata (runtime inputs, parameter qualified names). forward is the same
+    zero-copy call (what ``leirc build MODEL.py --time`` times)."""
+    import torch
+
+    from ..lower.runner import TorchCall
+
+    call = TorchCall(library, [p["name"] for p in meta["inputs"]],
+                     {p["name"]: p["qualname"] for p in meta["params"]})
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ref = model
+            self._leirc = call
+
+        def forward(self, *inputs):
+            res = self._leirc(self.ref, [x for x in inputs if isinstance(x, torch.Tensor)])
+            return res[0] if len(res) == 1 else tuple(res)
+
+    return ModelNew()
