@@ -269,14 +269,19 @@ def verify(candidate_source: str, reference_source: Optional[str] = None, *, ker
     Without a ``runner``, a compiled candidate runs in one sandboxed worker session built
     once for all runs. ``numerics`` is the class of the rewrite that produced the candidate
     (``bitwise``, ``exact-in-reals``, ``approximate``); the report records it and its
-    :data:`evidence <VerifyReport.evidence>` (``proven`` or ``tested``). Every class faces
-    the same grid and probes: an approximate rewrite or a model-written program
-    (``program_rewrite``) that overflows, or turns NaN, where the reference stays finite is
-    rejected like any other candidate -- that is what the probes look for. (A bitwise rewrite
+    :data:`evidence <VerifyReport.evidence>` (``proven`` or ``tested``). An approximate
+    rewrite or a model-written program (``program_rewrite``) always meets the default probes
+    (unless ``probes`` is given), even under an explicit grid such as the search's: one that
+    overflows, or turns NaN, where the reference stays finite is rejected -- that is what
+    the probes look for. (A bitwise rewrite
     is not held to bit equality here: the compiled candidate and the interpreted reference
     round differently even when the rewrite reorders nothing.)"""
     if numerics is not None and numerics not in ("bitwise", "exact-in-reals", "approximate"):
         raise ValueError(f"unknown numerics class {numerics!r}")
+    if numerics == "approximate" and probes is None:
+        # a caller's explicit grid (the search's) runs no probes for proven candidates; a
+        # tested one has no other evidence, so it meets them all
+        probes = DEFAULT_PROBES
     own = None
     if runner is None and target != "interp":
         own = runner = _SessionRunner(candidate_source, target, timeout, kernel)
