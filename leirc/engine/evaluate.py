@@ -44,12 +44,13 @@ import os
 import sqlite3
 import time as _time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Optional
 
 from .. import __version__
 from ..lower.runner import TimingResult
 from ..lower.session import DEFAULT_MEMORY_LIMIT_MB, KernelSession, WorkerPool, target_name
+from ..measure import PAIR_ROUNDS, Paired, Protocol, interleave
 from ..verify import VERIFY_PROTOCOL, VerifyReport
 from .oracles import InterpreterOracle, OracleError, pick_kernel
 from .refcache import CachedReference
@@ -235,6 +236,7 @@ class Evaluator:
         self.build_timeout = build_timeout
         self.memory_limit_mb = memory_limit_mb
         self.warmup, self.repeat, self.min_repeat_ms = int(warmup), int(repeat), float(min_repeat_ms)
+        self.protocol = Protocol(self.warmup, self.repeat, self.min_repeat_ms)
         self.rtol, self.norm_tol = rtol, norm_tol
         # further leirc.verify.verify options (probes, domains, oracle), part of the cache key
         self.verify_options = dict(verify_options or {})
@@ -347,46 +349,155 @@ class Evaluator:
         return ev
 
     def _evaluate(self, source_text, cand, prepared, oracle_name, fp, t0, numerics=None) -> Evaluation:
-        name = cand.kernel.name
+        with self.open_checked(source_text, cand, fp) as c:
+            ev = c.verify(prepared=prepared, oracle_name=oracle_name, numerics=numerics, t0=t0)
+            if not ev.ok or not self.time:
+                return ev
+            timing = c.time(prepared.timing_sets())
+            if not timing.ok:
+                return replace(ev, ok=False, error_kind=timing.error_kind or "runtime", timing=timing,
+                               error=timing.error, seconds=round(_time.perf_counter() - t0, 4))
+            return replace(ev, timing=timing, seconds=round(_time.perf_counter() - t0, 4))
 
-        def done(ok, kind, rep, timing, build_s, error):
-            return Evaluation(fp, ok, kind, rep, timing, build_s, round(_time.perf_counter() - t0, 4), error, name,
-                              s.startup_s, oracle=oracle_name, target=self.target_fingerprint)
+    # -- candidates kept open -------------------------------------------------------------
+    def open(self, program, *, kernel: Optional[str] = None, pool=None) -> "Candidate":
+        """Build one candidate -- LEIR text or a :class:`leirc.engine.program.Program` --
+        in a session of its own (one worker, one build) and keep it open: a
+        :class:`Candidate` (a context manager) that verifies, times and is timed against
+        others without building again. ``pool``: a :class:`WorkerPool` other than this
+        evaluator's (None: its own spare worker). Raises :class:`ValueError` when the text
+        does not check (:meth:`evaluate` reports that as ``illegal`` instead)."""
+        if isinstance(program, str):
+            text = program
+            cand, problem = _pick(text, kernel, "candidate")
+            if cand is None:
+                raise ValueError(problem)
+            fp = _fingerprint(cand.kernel)
+        else:  # a Program: checked already, its text is the kernel's own print
+            from ..lang.printer import print_kernel
 
+            text, cand, fp = print_kernel(program.kernel), program.result, program.fingerprint
+        return self.open_checked(text, cand, fp, pool=pool)
+
+    def open_checked(self, text: str, cand, fp: str, *, pool=None) -> "Candidate":
         self.stats["sessions"] += 1
+        name = cand.kernel.name
         if self.remote is not None:
             from ..lower.rpc import RemoteSession
 
-            s = RemoteSession(source_text, device=self.remote, kernel=name, target=self.target, threads=self.threads,
+            s = RemoteSession(text, device=self.remote, kernel=name, target=self.target, threads=self.threads,
                               timeout=self.timeout)
         else:
-            s = KernelSession(source_text, kernel=name, target=self.target, threads=self.threads,
+            s = KernelSession(text, kernel=name, target=self.target, threads=self.threads,
                               timeout=self.timeout, memory_limit_mb=self.memory_limit_mb,
                               poison_intermediates=self.poison_intermediates, build_timeout=self.build_timeout,
-                              pool=self.pool)
+                              pool=self.pool if pool is None else pool)
+        return Candidate(self, text, cand, s, fp)
+
+
+class Candidate:
+    """One candidate built once, its session open until :meth:`close` (see
+    :meth:`Evaluator.open`): :meth:`verify` against an oracle, :meth:`time` with the
+    evaluator's :class:`~leirc.measure.Protocol`, :meth:`paired` against another open
+    candidate (interleaved rounds, :func:`leirc.measure.interleave`). Builds are counted in
+    the evaluator's ``stats["builds"]`` when the candidate closes."""
+
+    def __init__(self, evaluator: Evaluator, text: str, cand, session, fingerprint: str):
+        self.evaluator = evaluator
+        self.text = text
+        self.result = cand
+        self.session = session
+        self.fingerprint = fingerprint
+        self.name = cand.kernel.name
+        self._sets: Optional[list] = None
+        self._closed = False
+
+    def __enter__(self) -> "Candidate":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.evaluator.stats["builds"] += self.session.builds
+            self.session.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or getattr(self.session, "closed", False)
+
+    @property
+    def build_s(self) -> Optional[float]:
+        return self.session.build_s if self.session.builds else None
+
+    def verify(self, oracle=None, *, numerics: Optional[str] = None, prepared=None, oracle_name: Optional[str] = None,
+               t0: Optional[float] = None) -> Evaluation:
+        """Verify this build against ``oracle`` (default: the interpreter running this
+        candidate's own text; ``prepared``: an oracle already prepared for it). Returns an
+        :class:`Evaluation` without timing; a run that crashed or hung is that failure kind,
+        never a mismatch."""
+        ev = self.evaluator
+        t0 = _time.perf_counter() if t0 is None else t0
+        if prepared is None:
+            oracle = oracle if oracle is not None else InterpreterOracle(None)
+            prepared = oracle.prepare(ev, self.result, self.name)
+            oracle_name = oracle.name
+        s = self.session
+
+        def done(ok, kind, rep, build_s, error):
+            return Evaluation(self.fingerprint, ok, kind, rep, None, build_s, round(_time.perf_counter() - t0, 4),
+                              error, self.name, s.startup_s, oracle=oracle_name or "interpreter",
+                              target=ev.target_fingerprint)
+
+        rec = RunRecorder(s.runner)
         try:
-            rec = RunRecorder(s.runner)
-            try:
-                rep = prepared.check(rec, source_text, numerics)
-            except OracleError as e:
-                return done(False, "oracle", None, None, s.build_s if s.builds else None, str(e))
-            failure = s.build_failure
-            if failure is not None and s.builds == 0:
-                return done(False, failure[1], rep, None, None, failure[0])
-            if not rep.equal:
-                kind = rec.kind or "mismatch"
-                err = rec.error if rec.kind else (rep.failures[0] if rep.failures else "verification failed")
-                return done(False, kind, rep, None, s.build_s, err)
-            timing = None
-            if self.time:
-                timing = s.time(prepared.timing_sets(), warmup=self.warmup, repeat=self.repeat,
-                                min_repeat_ms=self.min_repeat_ms)
-                if not timing.ok:
-                    return done(False, timing.error_kind or "runtime", rep, timing, s.build_s, timing.error)
-            return done(True, None, rep, timing, s.build_s, None)
-        finally:
-            self.stats["builds"] += s.builds
-            s.close()
+            rep = prepared.check(rec, self.text, numerics)
+        except OracleError as e:
+            return done(False, "oracle", None, s.build_s if s.builds else None, str(e))
+        self._sets = None
+        try:
+            self._sets = prepared.timing_sets()
+        except Exception:  # noqa: BLE001 - timing inputs are only needed when it verifies
+            self._sets = None
+        failure = s.build_failure
+        if failure is not None and s.builds == 0:
+            return done(False, failure[1], rep, None, failure[0])
+        if not rep.equal:
+            kind = rec.kind or "mismatch"
+            err = rec.error if rec.kind else (rep.failures[0] if rep.failures else "verification failed")
+            return done(False, kind, rep, s.build_s, err)
+        return done(True, None, rep, s.build_s, None)
+
+    def timing_sets(self) -> list:
+        """The inputs this candidate is timed on: the last oracle's, else random inputs."""
+        if self._sets is None:
+            from ..interp import random_inputs
+
+            self._sets = [random_inputs(self.result.kernel, seed, "uniform") for seed in self.evaluator.seeds]
+        return self._sets
+
+    def time(self, sets: Optional[list] = None, protocol: Optional[Protocol] = None) -> TimingResult:
+        """One timing with ``protocol`` (default: the evaluator's) on ``sets`` (default:
+        :meth:`timing_sets`)."""
+        p = protocol or self.evaluator.protocol
+        return self.session.time(sets if sets is not None else self.timing_sets(), **p.kwargs())
+
+    def paired(self, other: "Candidate", rounds: int = PAIR_ROUNDS, protocol: Optional[Protocol] = None,
+               sets: Optional[list] = None) -> Optional[Paired]:
+        """This candidate (a) and ``other`` (b) timed alternately on the same inputs:
+        ``ratio`` = time(other) / time(self). None when a timing failed."""
+        p = protocol or Protocol(warmup=1, repeat=2, min_repeat_ms=self.evaluator.min_repeat_ms)
+        sets = sets if sets is not None else self.timing_sets()
+
+        def runs(c):
+            def one():
+                t = c.session.time(sets, **p.kwargs())
+                return list(t.runs) if t.ok else None
+            return one
+
+        return interleave(runs(self), runs(other), rounds)
 
 
 def target_fingerprint(target) -> str:

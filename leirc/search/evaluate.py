@@ -2,8 +2,8 @@
 a candidate can be timed again next to its parent (interleaved), and timed on an RPC
 tracker when one is configured.
 
-Every candidate is built once. Its :class:`~leirc.lower.session.KernelSession` (one
-sandboxed worker, one build) serves the verification against the root (the interpreter's
+Every candidate is built once. Its :class:`~leirc.engine.evaluate.Candidate` (one
+sandboxed worker, one build, from :meth:`Evaluator.open`) serves the verification against the root (the interpreter's
 reference outputs, computed once for the whole search) and then the timing; the session of a
 correct candidate stays open (up to ``keep_sessions``, least recently used first out; a
 kept softmax session is ~350 MB resident; the search releases a rejected child's) so
@@ -14,8 +14,9 @@ running.
 
 The engine's :class:`~leirc.engine.Evaluator` gives the configuration (seeds,
 distributions, tolerances, timing protocol), the content key, the on-disk cache and the
-cached reference; its ``evaluate`` closes the session when it returns, which is why the
-loop over one candidate (open, verify, time) is written here (see docs/search.md).
+cached reference and the candidates (:meth:`Evaluator.open` -> :class:`Candidate`: verify,
+time, paired); what is written here is the search's own policy: which candidates stay open,
+verification in parallel, timing one at a time (see docs/search.md).
 
 Timings are trusted only within one run: a verification found in the on-disk cache is
 reused, but its timing -- measured by an earlier run, maybe on a busier machine -- is
@@ -32,88 +33,26 @@ exception out of the search.
 from __future__ import annotations
 
 import hashlib
-import math
-import statistics
 import threading
 import time as _time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Optional
 
-from ..engine.evaluate import UNCACHED_KINDS, Evaluation, Evaluator, RunRecorder
-from ..engine.oracles import InterpreterOracle, OracleError, pick_kernel
+from ..engine.evaluate import UNCACHED_KINDS, Candidate, Evaluation, Evaluator
+from ..engine.oracles import InterpreterOracle, pick_kernel
 from ..lang.canonical import fingerprint as kernel_fingerprint
 from ..lower.runner import TimingResult
-from ..lower.session import KernelSession
+# the timing protocol and the paired comparison live in the one measurement module
+from ..measure import CONFIRM_ROUNDS, PAIR_ROUNDS, Paired, Protocol, paired_from_rounds
+
+__all__ = ["CandidateEvaluator", "Paired", "paired_from_rounds", "PAIR_ROUNDS", "CONFIRM_ROUNDS", "SEARCH_SEEDS",
+           "SEARCH_DISTS"]
 
 #: the verification grid of a search candidate (the driver's .leir verify pass uses the same)
 SEARCH_SEEDS = (0, 1)
 SEARCH_DISTS = ("uniform", "signed")
-#: rounds of an interleaved comparison (each round times both candidates: one warm-up call
-#: and ``pair_repeat`` measurements each; short rounds follow a drifting load more closely)
-PAIR_ROUNDS = 6
-#: rounds of the final best-against-input confirmation
-CONFIRM_ROUNDS = 8
-
-
-@dataclass(frozen=True)
-class Paired:
-    """Two candidates timed alternately: ``ratio`` = time(b) / time(a), the median over the
-    rounds; ``spread`` = a robust relative standard error of that median."""
-
-    ratio: float
-    spread: float
-    ratios: tuple
-    a_ms: float  # median of a's runs
-    b_ms: float
-    rounds: int
-    on: str = "local"  # where it was measured ("local", or rpc://HOST:PORT/KEY)
-    at: float = field(default_factory=_time.time)
-    a_rounds: tuple = ()  # each round's median of a (ms)
-    b_rounds: tuple = ()
-
-    @property
-    def speedup(self) -> float:
-        return 1.0 / self.ratio
-
-    def beats(self, min_gain: float, max_noise: float = 0.5) -> bool:
-        """b is faster than a beyond the noise of this comparison."""
-        noise = min(max_noise, max(min_gain, 2.0 * self.spread))
-        return self.ratio < 1.0 - noise
-
-    def merged(self, more: "Paired") -> "Paired":
-        """This comparison and ``more`` rounds of it, as one."""
-        return _from_medians(self.a_rounds + more.a_rounds, self.b_rounds + more.b_rounds, self.on)
-
-    def to_json(self) -> dict:
-        return {"ratio": self.ratio, "spread": self.spread, "ratios": list(self.ratios), "a_ms": self.a_ms,
-                "b_ms": self.b_ms, "rounds": self.rounds, "on": self.on, "at": self.at,
-                "a_rounds": list(self.a_rounds), "b_rounds": list(self.b_rounds)}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Paired":
-        return cls(float(d["ratio"]), float(d["spread"]), tuple(float(x) for x in d.get("ratios", ())),
-                   float(d["a_ms"]), float(d["b_ms"]), int(d["rounds"]), d.get("on", "local"), float(d.get("at", 0.0)),
-                   tuple(float(x) for x in d.get("a_rounds", ())), tuple(float(x) for x in d.get("b_rounds", ())))
-
-
-def paired_from_rounds(a_runs: list, b_runs: list, on: str = "local") -> Paired:
-    """``a_runs[r]``, ``b_runs[r]``: the measurements (ms) of round ``r``."""
-    return _from_medians([statistics.median(a) for a in a_runs], [statistics.median(b) for b in b_runs], on)
-
-
-def _from_medians(a_med, b_med, on: str) -> Paired:
-    ratios = [b / a for a, b in zip(a_med, b_med)]
-    ratio = statistics.median(ratios)
-    if len(ratios) > 1:
-        # a robust standard error of the median ratio: one disturbed round does not decide
-        mad = statistics.median(abs(r - ratio) for r in ratios)
-        spread = 1.4826 * mad / ratio / math.sqrt(len(ratios))
-    else:
-        spread = 0.0
-    return Paired(ratio, spread, tuple(ratios), statistics.median(a_med), statistics.median(b_med), len(ratios), on,
-                  a_rounds=tuple(a_med), b_rounds=tuple(b_med))
 
 
 def _text_key(text: str) -> str:
@@ -146,7 +85,8 @@ class CandidateEvaluator:
         self.remote = remote
         self.timed_on = "local" if remote is None else remote.where
         self.keep_sessions = max(2, int(keep_sessions))
-        self._sessions: "OrderedDict[str, KernelSession]" = OrderedDict()
+        #: open candidates (one build each), least recently used first
+        self._sessions: "OrderedDict[str, Candidate]" = OrderedDict()
         self._pinned: set = set()
         self._texts: dict = {}
         self._sets: Optional[list] = None
@@ -178,7 +118,7 @@ class CandidateEvaluator:
     def open_sessions(self) -> int:
         return len(self._sessions)
 
-    def _keep(self, text: str, s: KernelSession) -> None:
+    def _keep(self, text: str, s: Candidate) -> None:
         k = _text_key(text)
         old = self._sessions.pop(k, None)
         if old is not None and old is not s:
@@ -196,7 +136,7 @@ class CandidateEvaluator:
         if s is not None:
             s.close()
 
-    def _session(self, text: str) -> KernelSession:
+    def _session(self, text: str) -> Candidate:
         """The open session of ``text`` (built again when it was closed)."""
         k = _text_key(text)
         s = self._sessions.get(k)
@@ -208,13 +148,9 @@ class CandidateEvaluator:
         self._keep(text, s)
         return s
 
-    def _new_session(self, text: str, pool) -> KernelSession:
-        cand, _ = pick_kernel(text, None, "candidate")
-        m = self.main
+    def _new_session(self, text: str, pool) -> Candidate:
         self.stats["builds"] += 1
-        return KernelSession(text, kernel=cand.kernel.name if cand is not None else None, target=self.target,
-                             threads=self.threads, timeout=m.timeout, memory_limit_mb=m.memory_limit_mb,
-                             poison_intermediates=m.poison_intermediates, build_timeout=m.build_timeout, pool=pool)
+        return self.main.open(text, pool=pool)
 
     def timing_sets(self) -> list:
         """The inputs every candidate is timed on (the reference's, per seed, first distribution)."""
@@ -228,12 +164,12 @@ class CandidateEvaluator:
         return self._sets
 
     # -- timing ---------------------------------------------------------------------------
-    def _time_in(self, text: str, s: Optional[KernelSession], **protocol) -> TimingResult:
+    def _time_in(self, text: str, s: Optional[Candidate], **protocol) -> TimingResult:
         self.stats["timings"] += 1
         if self.remote is not None:
             self.stats["remote_timings"] += 1
             return self.remote.time([text], self.timing_sets(), threads=self.threads, **protocol)[0]
-        return (s or self._session(text)).time(self.timing_sets(), **protocol)
+        return (s or self._session(text)).time(self.timing_sets(), Protocol(**protocol))
 
     def retime(self, text: str) -> TimingResult:
         """Time ``text`` again, now (its session is reused when it is still open)."""
@@ -250,21 +186,14 @@ class CandidateEvaluator:
             if a_runs is None:
                 return None
             return paired_from_rounds(a_runs, b_runs, self.timed_on)
-        sa, sb = self._session(text_a), self._session(text_b)
+        sa = self._session(text_a)
         self.pin(text_a)  # the second session's build must not close the first
-        a_runs, b_runs = [], []
         try:
-            for r in range(rounds):
-                order = ((sa, a_runs), (sb, b_runs)) if r % 2 == 0 else ((sb, b_runs), (sa, a_runs))
-                for s, runs in order:
-                    t = s.time(self.timing_sets(), **self.pair_timing)
-                    self.stats["timings"] += 1
-                    if not t.ok:
-                        return None
-                    runs.append(list(t.runs))
+            sb = self._session(text_b)
+            self.stats["timings"] += 2 * rounds
+            return sa.paired(sb, rounds, Protocol(**self.pair_timing), self.timing_sets())
         finally:
             self._pinned.discard(_text_key(text_a))
-        return paired_from_rounds(a_runs, b_runs, "local")
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, text: str, numerics: Optional[str] = None) -> Evaluation:
@@ -328,40 +257,23 @@ class CandidateEvaluator:
                     with self._lock:
                         self.stats["verified_from_cache"] += 1
                     return hit, None, key
-            name = cand.kernel.name
             with self._lock:
                 self.stats["builds"] += 1
-            s = KernelSession(text, kernel=name, target=self.target, threads=self.threads, timeout=ev.timeout,
-                              memory_limit_mb=ev.memory_limit_mb, poison_intermediates=ev.poison_intermediates,
-                              build_timeout=ev.build_timeout, pool=pool)
-
-            def done(ok, kind, rep, build_s, error):
-                return Evaluation(fp, ok, kind, rep, None, build_s, round(_time.perf_counter() - t0, 4), error,
-                                  name, s.startup_s)
-
+            c = ev.open_checked(text, cand, fp, pool=pool)
             keep = False
             try:
-                rec = RunRecorder(s.runner)
-                try:
-                    rep = prepared.check(rec, text, numerics)
-                except OracleError as e:
-                    return done(False, "oracle", None, s.build_s if s.builds else None, str(e)), None, None
-                failure = s.build_failure
-                if failure is not None and s.builds == 0:
-                    return done(False, failure[1], rep, None, failure[0]), None, key
-                if not rep.equal:
-                    kind = rec.kind or "mismatch"
-                    err = rec.error if rec.kind else (rep.failures[0] if rep.failures else "verification failed")
-                    return done(False, kind, rep, s.build_s, err), None, key
+                out = c.verify(prepared=prepared, oracle_name="interpreter", numerics=numerics, t0=t0)
+                if not out.ok:
+                    return out, None, (None if out.error_kind == "oracle" else key)
                 keep = True
-                return done(True, None, rep, s.build_s, None), s, key
+                return out, c, key
             finally:
                 if not keep:
-                    s.close()
+                    c.close()
         except Exception as e:  # noqa: BLE001 - an evaluator failure is this candidate's failure, not the search's
             return _failed(text, f"evaluator error: {type(e).__name__}: {e}"), None, None
 
-    def _finish(self, text: str, ev: Evaluation, s: Optional[KernelSession], key: Optional[str]) -> Evaluation:
+    def _finish(self, text: str, ev: Evaluation, s: Optional[Candidate], key: Optional[str]) -> Evaluation:
         """Time a verified candidate now (in its session, or a new build when the
         verification came from the cache) and cache the evaluation."""
         self.stats["evaluated"] += 1
