@@ -50,9 +50,11 @@ async def test_listing_plans_nothing_resolving_plans_once(complete):
     before = (await _stats(complete))["plans"]
     acts = await _actions(complete, uri, pos(KERNEL, "L^{64}"))
     titles = [a.title for a in acts]
-    assert "Parallelize loop i" in titles and all(a.edit is None for a in acts)
+    # each title ends with the guarantee its numerics class gives (proven / tested)
+    assert "Parallelize loop i · proven: bitwise" in titles and all(a.edit is None for a in acts)
     assert (await _stats(complete))["plans"] == before  # nothing applied to list them
-    par = next(a for a in acts if a.title == "Parallelize loop i")
+    par = next(a for a in acts if a.title == "Parallelize loop i · proven: bitwise")
+    assert par.data["numerics"] == "bitwise"
     done = await complete.code_action_resolve_async(par)
     (edit,) = done.edit.changes[uri]
     assert edit.new_text.startswith("P^{64}_{i=0}") and done.disabled is None
@@ -79,7 +81,7 @@ async def test_budgeted_lists_converge_to_the_complete_listing(budgeted):
     assert expect
     got: list = []
     for _ in range(240):  # what is not listed within the budget joins a later list
-        got = sorted(a.title for a in await _actions(budgeted, uri, at))
+        got = sorted(a.title.split(" · ")[0] for a in await _actions(budgeted, uri, at))
         if got == expect:
             break
         assert set(got) <= set(expect)

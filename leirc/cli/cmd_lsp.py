@@ -2,8 +2,11 @@
 
 The server is the separate package ``leirc_lsp`` (``lsp/``, extra ``[lsp]``), which
 wraps :mod:`leirc.ide`; leirc itself never imports it. This command replaces the
-process with ``python -m leirc_lsp`` (same interpreter, same arguments), so the editor
-talks to the server directly over the inherited stdin/stdout.
+process with ``python -P -m leirc_lsp`` (same interpreter, same arguments; ``-I`` before
+Python 3.11) started from ``/``, so the editor talks to the server directly over the
+inherited stdin/stdout and nothing in the folder the editor opened (a ``random.py``, a
+``typing.py``) is ever on the server's import path; the server then moves to a private
+directory of its own (``leirc_lsp.isolation``).
 """
 
 from __future__ import annotations
@@ -32,9 +35,14 @@ def run(args) -> int:
     if missing:
         raise CliError(f"the language server needs {' and '.join(missing)}: pip install 'leirc[lsp]'", 2,
                        kind="environment")
-    argv = [sys.executable, "-m", "leirc_lsp", "--log-level", args.log_level]
+    # -P: the start directory is not put on sys.path (3.11+); -I also drops it (and the
+    # user's site and PYTHON* variables, which 3.10 then has to do without)
+    safe = "-P" if sys.version_info >= (3, 11) else "-I"
+    argv = [sys.executable, safe, "-m", "leirc_lsp", "--log-level", args.log_level]
     if args.tcp is not None:
         argv += ["--tcp", str(args.tcp), "--host", args.host]
     sys.stdout.flush()
+    os.chdir(os.path.abspath(os.sep))
+    os.environ["PYTHONSAFEPATH"] = "1"  # and for every process the server starts
     os.execv(sys.executable, argv)
     return 0  # pragma: no cover - execv does not return

@@ -12,7 +12,9 @@ need no AST (completion of keywords, folding of comments, lexical tokens).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..lang import ast as A
@@ -388,26 +390,61 @@ _LEX = re.compile(r"""
 def semantic_tokens(doc: Document) -> list[Token]:
     """Tokens in document order. Lexical (so a broken kernel is still coloured), with
     the roles of names taken from the parsed kernels: inputs are ``readonly``
-    variables, loop indices ``parameter``s, intrinsics ``function``s."""
-    roles: dict[tuple[int, str], str] = {}  # (segment index, name) -> role
-    for seg, k in doc.kernels():
-        for p in k.inputs:
-            roles[(seg.index, p.name)] = "input"
-        for p in k.outputs:
-            roles[(seg.index, p.name)] = "output"
-    text = doc.text
+    variables, loop indices ``parameter``s, intrinsics ``function``s.
+
+    Incremental: each segment (kernel) is lexed on its own and cached by its text and
+    roles (:func:`segment_tokens`), so an edit re-lexes only its kernel."""
     out: list[Token] = []
-    seg_starts = [s.offset + s.pad for s in doc.segments]
-    import bisect
+    for seg in doc.segments:
+        for t in segment_tokens(seg.text, _roles(seg)):
+            out.append(Token(t.line + seg.line0, t.col, t.length, t.type, t.modifiers))
+    return out
+
+
+def _roles(seg: Segment) -> tuple[tuple[str, str], ...]:
+    k = seg.kernel
+    if k is None:
+        return ()
+    return tuple((p.name, "input") for p in k.inputs) + tuple((p.name, "output") for p in k.outputs)
+
+
+_TOKEN_CACHE: "OrderedDict[tuple[str, tuple], tuple[Token, ...]]" = OrderedDict()
+_TOKEN_LOCK = threading.Lock()
+_BRACKET_AHEAD = re.compile(r"\s*\[")
+
+
+def segment_tokens(text: str, roles: tuple[tuple[str, str], ...] = ()) -> tuple[Token, ...]:
+    """The tokens of one segment's text (lines counted from 1 at its first line; its
+    blanked start lexes as spaces), cached by text and roles (least recently used out)."""
+    key = (text, roles)
+    with _TOKEN_LOCK:
+        hit = _TOKEN_CACHE.get(key)
+        if hit is not None:
+            _TOKEN_CACHE.move_to_end(key)
+            return hit
+    toks = tuple(_lex_tokens(text, dict(roles)))
+    with _TOKEN_LOCK:
+        _TOKEN_CACHE[key] = toks
+        while len(_TOKEN_CACHE) > 512:
+            _TOKEN_CACHE.popitem(last=False)
+    return toks
+
+
+def _lex_tokens(text: str, roles: dict[str, str]) -> list[Token]:
+    out: list[Token] = []
+    line, line_start = 1, 0
 
     def add(start: int, length: int, typ: str, mods: tuple = ()):
-        line, col = doc.position_of(start)
+        nonlocal line, line_start
+        nl = text.find("\n", line_start)
+        while 0 <= nl < start:  # tokens come in order: advance the line counter
+            line, line_start = line + 1, nl + 1
+            nl = text.find("\n", line_start)
         # tokens never span lines (a multi-line token is split by clients anyway)
-        nl = text.find("\n", start, start + length)
-        if nl >= 0:
+        if 0 <= nl < start + length:
             length = nl - start
         if length > 0:
-            out.append(Token(line, col, length, typ, mods))
+            out.append(Token(line, start - line_start + 1, length, typ, mods))
 
     prev_kernel_kw = False
     for m in _LEX.finditer(text):
@@ -432,17 +469,16 @@ def semantic_tokens(doc: Document) -> list[Token]:
         elif kind == "name":
             word = m.group(0)
             after = text[m.end():m.end() + 1]
-            seg_i = bisect.bisect_right(seg_starts, s) - 1
             if prev_kernel_kw:
                 add(s, len(word), "function", ("declaration",))
             elif after == "(" and (word in INTRINSIC_DOCS or word in A.INTRINSIC_ALIASES or word in A.CAST_FUNCS):
                 add(s, len(word), "function", ("defaultLibrary",))
-            elif word in A.DTYPES and text[max(0, s - 1):s] in (":", " ") and re.match(r"\s*\[", text[m.end():]):
+            elif word in A.DTYPES and text[max(0, s - 1):s] in (":", " ") and _BRACKET_AHEAD.match(text, m.end()):
                 add(s, len(word), "type")
             elif word in A.DTYPES and text[max(0, s - 2):s].strip().endswith(":"):
                 add(s, len(word), "type")
-            elif word[0].isupper() and after in ("^", "_", ":") or (seg_i, word) in roles:
-                role = roles.get((seg_i, word))
+            elif word[0].isupper() and after in ("^", "_", ":") or word in roles:
+                role = roles.get(word)
                 mods = ("readonly",) if role == "input" else ()
                 if after == ":":
                     mods = mods + ("declaration",)
@@ -602,11 +638,61 @@ def _access_end(text: str, i: int) -> int:
 
 def format_document(doc: Document) -> Optional[str]:
     """The canonical (pretty) print of the whole document with its comments, or ``None``
-    when it does not parse (formatting a broken file would lose text)."""
-    pr = parse(doc.text)
-    if pr.module is None or any(d.is_error for d in pr.diagnostics):
-        return None
-    out = print_module(pr.module, PRETTY, comments=True)
+    when it does not parse (formatting a broken file would lose text).
+
+    Kernel by kernel: each segment's parse is the analysis's (cached), and each kernel's
+    print is cached by its segment's text and the comments above it, so formatting after
+    a one-line edit prints one kernel. The comments between two kernels end a segment's
+    parse (module trivia) but lead the next kernel in a whole-file parse; they are moved
+    there, so the result equals :func:`print_module` of the whole file
+    (``tests/test_editor_incremental.py`` checks it differentially)."""
+    segs = doc.segments
+    modules = []
+    for seg in segs:
+        pr = seg.analysis.parse
+        if pr.module is None or any(d.is_error for d in pr.diagnostics):
+            return None
+        modules.append(pr.module)
+    if len(segs) == 1 or any(len(m.kernels) != 1 for m in modules):
+        pr = parse(doc.text)  # a bare body, or a split the segments do not show: the plain way
+        if pr.module is None or any(d.is_error for d in pr.diagnostics):
+            return None
+        return print_module(pr.module, PRETTY, comments=True)
+    parts: list[str] = []
+    carry: tuple[str, ...] = ()
+    tail: tuple[str, ...] = ()
+    for seg, m in zip(segs, modules):
+        parts.append(_printed_kernel(seg.text, m.kernels[0], carry))
+        tail = A.comments_at(m, "inner")
+        lead = list(tail)
+        while lead and lead[0] == "":
+            lead.pop(0)  # the blank after a kernel is the separator's
+        if lead and seg.text[len(seg.text.rstrip()):].count("\n") >= 2:
+            lead.append("")  # a blank line between those comments and the next kernel
+        carry = tuple(lead)
+    text = "\n\n".join(parts) + "\n"
+    if tail:
+        text += "".join((t + "\n") if t else "\n" for t in tail)
+    return text
+
+
+_PRINT_CACHE: "OrderedDict[tuple[str, tuple[str, ...]], str]" = OrderedDict()
+
+
+def _printed_kernel(seg_text: str, k: A.Kernel, lead: tuple[str, ...]) -> str:
+    key = (seg_text, lead)
+    with _TOKEN_LOCK:
+        hit = _PRINT_CACHE.get(key)
+        if hit is not None:
+            _PRINT_CACHE.move_to_end(key)
+            return hit
+    if lead:
+        k = replace(k, comments=tuple(A.Comment("leading", t) for t in lead) + k.comments)
+    out = print_kernel(k, PRETTY, comments=True)
+    with _TOKEN_LOCK:
+        _PRINT_CACHE[key] = out
+        while len(_PRINT_CACHE) > 512:
+            _PRINT_CACHE.popitem(last=False)
     return out
 
 

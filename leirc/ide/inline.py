@@ -13,6 +13,20 @@ import os
 from typing import Optional
 
 from ..engine.evaluate import Evaluation, Evaluator
+from ..verify.core import evidence
+
+#: how a numerics class reads to a person: what applying such a step guarantees
+_GUARANTEE = {"bitwise": "proven: bitwise", "exact-in-reals": "proven: exact in reals",
+              "reassociating": "tested: reassociates", "approximate": "tested: approximate"}
+
+
+def guarantee(numerics: Optional[str]) -> str:
+    """"proven: bitwise" / "proven: exact in reals" (legal by construction: verification
+    only confirms the compiler) or "tested: approximate" (the verification's runs are the
+    only evidence); "" for an unknown class."""
+    if not numerics:
+        return ""
+    return _GUARANTEE.get(numerics, f"{evidence(numerics)}: {numerics}")
 
 
 def evaluate_kernel(text: str, kernel: Optional[str] = None, *, reference: Optional[str] = None,

@@ -47,11 +47,13 @@ from leirc.ide import assists, features, suggestions
 from leirc.ide.anchors import contains
 from leirc.ide.document import Document
 from leirc.ide.edits import TextEdit
-from leirc.ide.inline import lens_title, run_device
+from leirc.ide.inline import guarantee, lens_title, run_device
 from leirc.lang.diagnostics import ERROR, WARNING, Diagnostic
 from leirc.strategies.base import NotApplicable, Step
 
 from . import __version__
+from . import tokens
+from .isolation import isolate
 from .positions import Lines
 
 log = logging.getLogger("leirc_lsp")
@@ -74,6 +76,7 @@ CMD_APPLY = "leirc.applyStep"
 CMD_STATS = "leirc.serverStats"
 CMD_RUN_DEVICE = "leirc.runOnDevice"
 _TOKENS = itertools.count(1)  # progress tokens: unique for the server's life
+UNTRUSTED = "this folder is not trusted: trust it (Workspace Trust) to build, run and verify kernels"
 
 
 @dataclass
@@ -100,13 +103,16 @@ class Settings:
     #: the code-action list answers with what is listed by then (<= 0: wait for all)
     code_action_budget_ms: int = 50
     diagnostics_mode: str = "auto"  # "push", "pull", or "auto": pull when the client supports it
+    #: the editor trusts the folder (VS Code's Workspace Trust): without it nothing is run,
+    #: built or sent anywhere (verification, devices, RPC, models); analysis still works
+    trusted: bool = True
 
     KEYS = {"target": "target", "threads": "threads", "verifyOnSave": "verify_on_save", "debounceMs": "debounce_ms",
             "evaluationTimeout": "evaluation_timeout_s", "rpcTracker": "rpc_tracker", "rpcKey": "rpc_key",
             "rpcTarget": "rpc_target", "llmBaseUrl": "llm_base_url",
             "llmModel": "llm_model", "llmApiKeyEnv": "llm_api_key_env", "llmMode": "llm_mode",
             "llmConfig": "llm_config", "llmCache": "llm_cache", "memory": "memory", "suggestions": "suggestions",
-            "codeActionBudgetMs": "code_action_budget_ms", "diagnosticsMode": "diagnostics_mode"}
+            "codeActionBudgetMs": "code_action_budget_ms", "diagnosticsMode": "diagnostics_mode", "trusted": "trusted"}
     CHOICES = {"diagnostics_mode": ("auto", "push", "pull"), "rpc_target": ("cuda", "llvm")}
 
     def update(self, raw: Any) -> list[str]:
@@ -144,6 +150,8 @@ class Settings:
     def device(self) -> Optional[dict]:
         """Where "Run on GPU" runs (:func:`leirc.ide.inline.run_device`); None when nowhere.
         Raises ValueError for an RPC setting that cannot work."""
+        if not self.trusted:
+            return None
         return run_device(self.target, self.rpc_tracker, self.rpc_key, self.rpc_target)
 
     def llm(self):
@@ -154,6 +162,8 @@ class Settings:
                                    ("key_env", self.llm_api_key_env), ("mode", self.llm_mode)) if v}
         if not self.llm_config and not (self.llm_base_url and self.llm_model):
             return None
+        if not self.trusted:
+            raise ValueError(UNTRUSTED + " (no model is asked)")
         if self.llm_cache:
             given["cache"] = None if self.llm_cache.lower() == "none" else os.path.expanduser(self.llm_cache)
         try:
@@ -173,6 +183,10 @@ class DocState:
     version: Optional[int]
     analyzed: Optional[Document] = None  # the analysis of `text`, when done
     analyzed_version: Optional[int] = None
+    #: the one analysis under way for this document (of ``inflight_text``), awaited by
+    #: every request that arrives meanwhile: a burst of edits queues no analysis per version
+    inflight: Optional[asyncio.Future] = None
+    inflight_text: Optional[str] = None
     pending: Optional[asyncio.Task] = None
     edited_line: int = 1  # the first line the last change touched (for prefetching)
     #: kernel name -> (its text when evaluated, outcome dict)
@@ -197,6 +211,9 @@ class LeircServer(LanguageServer):
         self._slow_pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
         self.slow_queued: dict[str, concurrent.futures.Future] = {}
         self.suggest_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-suggest")
+        # what a request computes from an analysis (tokens, formatting, symbols, hints,
+        # completion, code-action lists): never on the event loop, never behind an analysis
+        self.feature_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leirc-features")
         self.background: set[asyncio.Task] = set()
         self.pull = False  # diagnostics are pulled by the client (decided at initialize)
         self.memory = None  # the HTAM memory, loaded at the first suggestion
@@ -210,17 +227,37 @@ class LeircServer(LanguageServer):
         return await asyncio.get_running_loop().run_in_executor(self.action_pool, fn, *args)
 
     async def document(self, uri: str) -> Optional[Document]:
-        """The analysis of the document's current text (computed now if needed)."""
+        """The analysis of the document's newest text. At most one analysis per document
+        runs at a time; requests that arrive meanwhile wait for it, and when the text
+        changed in between, for one more of the newest text (never one per version
+        typed). Under a burst that outpaces the analysis, the newest finished analysis
+        is answered after three rounds rather than none at all."""
         st = self.docs.get(uri)
-        if st is None:
-            return None
-        if st.analyzed is not None and st.analyzed.text == st.text:
-            return st.analyzed
-        text, version = st.text, st.version
-        doc = await self.run_blocking(_analyze, text, _file_of(uri))
-        if st.text == text:
-            st.analyzed, st.analyzed_version = doc, version
-        return doc
+        loop = asyncio.get_running_loop()
+        newest: Optional[Document] = None
+        for _ in range(3):
+            if st is None or self.docs.get(uri) is not st:
+                return newest
+            if st.analyzed is not None and st.analyzed.text == st.text:
+                return st.analyzed
+            if st.inflight is None or st.inflight.done():
+                text = st.text
+                st.inflight_text = text
+                st.inflight = loop.run_in_executor(self.analysis_pool, _analyze, text, _file_of(uri))
+                st.inflight.add_done_callback(lambda f, st=st, text=text, version=st.version:
+                                              _store_analysis(st, f, text, version))
+            newest = await asyncio.shield(st.inflight)
+        return newest
+
+    async def off_loop(self, fn, *args):
+        """Run ``fn(*args)`` in the features thread; a cancelled request
+        (``$/cancelRequest``) drops it when it has not started."""
+        fut = self.feature_pool.submit(fn, *args)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
 
     def schedule_diagnostics(self, uri: str, delay: Optional[float] = None) -> None:
         st = self.docs.get(uri)
@@ -417,6 +454,9 @@ class LeircServer(LanguageServer):
         lens and published as a diagnostic. ``device`` (:meth:`Settings.device`): run there
         instead of on the settings' target; the outcome goes to the device lens only."""
         st = self.docs.get(uri)
+        if not self.settings.trusted:
+            # nothing of an untrusted folder is built or run (it would execute its kernels)
+            return {"ok": False, "error_kind": "untrusted", "error": UNTRUSTED}
         doc = await self.document(uri)
         if st is None or doc is None:
             return {"ok": False, "error_kind": "illegal", "error": "document not open"}
@@ -507,7 +547,21 @@ def _file_of(uri: str) -> str:
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
+def _store_analysis(st: DocState, fut: asyncio.Future, text: str, version: Optional[int]) -> None:
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    # one analysis at a time, so each is newer than the one stored: keep it even when the
+    # text moved on (it is the newest finished one; requests compare texts before use)
+    st.analyzed, st.analyzed_version = fut.result(), version
+
+
+#: analyses started (leirc.serverStats: a burst of edits must not run one each); only the
+#: one analysis thread writes it
+ANALYSES = [0]
+
+
 def _analyze(text: str, file: str) -> Document:
+    ANALYSES[0] += 1
     doc = Document(text, file)
     doc.diagnostics()
     return doc
@@ -618,7 +672,7 @@ def on_initialized(ls: LeircServer, params: T.InitializedParams):
 @server.feature(T.SHUTDOWN)
 def on_shutdown(ls: LeircServer, params):
     # queued prefetches and plans are not waited for at exit
-    for pool in (ls.action_pool, ls.analysis_pool, ls.suggest_pool, ls._slow_pool):
+    for pool in (ls.action_pool, ls.analysis_pool, ls.suggest_pool, ls.feature_pool, ls._slow_pool):
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -836,6 +890,10 @@ async def document_symbols(ls: LeircServer, params: T.DocumentSymbolParams):
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return []
+    return await ls.off_loop(_symbols, doc)
+
+
+def _symbols(doc: Document) -> list[T.DocumentSymbol]:
     lines = Lines(doc.text)
     return [_symbol(lines, s) for s in features.document_symbols(doc)]
 
@@ -846,9 +904,10 @@ async def folding(ls: LeircServer, params: T.FoldingRangeParams):
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return []
+    found = await ls.off_loop(features.folding_ranges, doc)
     return [T.FoldingRange(start_line=a - 1, end_line=b - 1,
                            kind=T.FoldingRangeKind.Comment if kind == "comment" else T.FoldingRangeKind.Region)
-            for a, b, kind in features.folding_ranges(doc)]
+            for a, b, kind in found]
 
 
 LEGEND = T.SemanticTokensLegend(token_types=list(features.TOKEN_TYPES), token_modifiers=list(features.TOKEN_MODIFIERS))
@@ -860,19 +919,8 @@ async def semantic_tokens(ls: LeircServer, params: T.SemanticTokensParams):
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return T.SemanticTokens(data=[])
-    lines = Lines(doc.text)
-    data: list[int] = []
-    prev_line, prev_char = 0, 0
-    types_ = {t: i for i, t in enumerate(features.TOKEN_TYPES)}
-    mods = {m: 1 << i for i, m in enumerate(features.TOKEN_MODIFIERS)}
-    for tok in features.semantic_tokens(doc):
-        start = lines.to_lsp(tok.line, tok.col)
-        end = lines.to_lsp(tok.line, tok.col + tok.length)
-        dl = start.line - prev_line
-        dc = start.character - prev_char if dl == 0 else start.character
-        data += [dl, dc, end.character - start.character, types_[tok.type], sum(mods[m] for m in tok.modifiers)]
-        prev_line, prev_char = start.line, start.character
-    return T.SemanticTokens(data=data)
+    # kernel by kernel, cached (leirc_lsp.tokens): an edit re-encodes only its kernel
+    return T.SemanticTokens(data=await ls.off_loop(tokens.encode, doc))
 
 
 @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=["\\", "{", ",", "^", "_"]))
@@ -886,7 +934,7 @@ async def completion(ls: LeircServer, params: T.CompletionParams):
         found = features.trace_completions(st.text, *Lines(st.text).from_lsp(params.position))
     else:
         doc = await ls.document(uri)
-        found = features.completions(doc, *_pos(doc, params.position)) if doc is not None else []
+        found = await ls.off_loop(features.completions, doc, *_pos(doc, params.position)) if doc is not None else []
     items = []
     for c in found:
         items.append(T.CompletionItem(
@@ -916,11 +964,11 @@ async def inlay_hints(ls: LeircServer, params: T.InlayHintParams):
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return []
-    lines = Lines(doc.text)
     r = params.range
+    found = await ls.off_loop(features.inlay_hints, doc, r.start.line + 1, r.end.line + 1)
+    lines = Lines(doc.text)
     return [T.InlayHint(position=lines.to_lsp(h.line, h.col), label=h.label, kind=T.InlayHintKind.Type,
-                        tooltip=h.tooltip or None, padding_left=False)
-            for h in features.inlay_hints(doc, r.start.line + 1, r.end.line + 1)]
+                        tooltip=h.tooltip or None, padding_left=False) for h in found]
 
 
 @server.feature(T.TEXT_DOCUMENT_FORMATTING)
@@ -929,7 +977,8 @@ async def formatting(ls: LeircServer, params: T.DocumentFormattingParams):
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return None
-    out = await ls.run_blocking(features.format_document, doc)
+    # kernel by kernel, each print cached (features.format_document)
+    out = await ls.off_loop(features.format_document, doc)
     if out is None or out == doc.text:
         return [] if out is not None else None
     return [T.TextEdit(range=Lines(doc.text).whole(), new_text=out)]
@@ -941,7 +990,8 @@ async def range_formatting(ls: LeircServer, params: T.DocumentRangeFormattingPar
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return None
-    edits = features.format_range(doc, params.range.start.line + 1, params.range.end.line + 1)
+    # only the kernels the range touches are printed
+    edits = await ls.off_loop(features.format_range, doc, params.range.start.line + 1, params.range.end.line + 1)
     return to_lsp_edits(Lines(doc.text), edits)
 
 
@@ -965,7 +1015,7 @@ async def code_actions(ls: LeircServer, params: T.CodeActionParams):
     out = []
     # nothing is planned here: the list comes from the strategies' cursor-restricted
     # listing, and a step is planned (and re-checked) when the client resolves it
-    got = assists.focus_at(doc, line, col)
+    got = await ls.off_loop(assists.focus_at, doc, line, col)
     if got is not None:
         seg, focus = got
         fut = ls.list_actions(uri, doc, seg, focus)
@@ -977,9 +1027,10 @@ async def code_actions(ls: LeircServer, params: T.CodeActionParams):
             # what is not listed by the deadline goes on being listed in its thread and
             # joins the next list here
             await asyncio.wait(waits, timeout=budget / 1000 if budget > 0 else None)
-        for a in assists.listed(seg, focus, line, col):
-            out.append(T.CodeAction(title=a.title, kind=T.CodeActionKind.RefactorRewrite,
-                                    data={"uri": uri, "kernel": a.kernel, "step": a.step.to_json(), "version": version}))
+        for a in await ls.off_loop(assists.listed, seg, focus, line, col):
+            out.append(T.CodeAction(title=action_title(a.title, a.numerics), kind=T.CodeActionKind.RefactorRewrite,
+                                    data={"uri": uri, "kernel": a.kernel, "step": a.step.to_json(), "version": version,
+                                          "numerics": a.numerics, "summary": a.summary}))
     seg = doc.segment_at_offset(doc.offset_of(line, col))
     inside = seg.kernel is not None and (not seg.kernel.declared or contains(seg.to_doc(seg.kernel.span), line, col))
     if inside and seg.result is not None and seg.result.ok:
@@ -1040,6 +1091,8 @@ async def code_lens(ls: LeircServer, params: T.CodeLensParams):
             title = "⏳ verifying…"
         elif hit is not None and hit[0] == seg.text:
             title = lens_title(hit[1])
+        elif seg.result is not None and seg.result.ok and not ls.settings.trusted:
+            title = "🔒 Verify (trust this folder to run kernels)"
         elif seg.result is not None and seg.result.ok:
             title = f"▶ Verify and time ({ls.settings.target})"
         else:
@@ -1053,6 +1106,13 @@ async def code_lens(ls: LeircServer, params: T.CodeLensParams):
                     title=device_lens_title(device, st, seg.text, k.name), command=CMD_RUN_DEVICE,
                     arguments=[uri, k.name])))
     return out
+
+
+def action_title(title: str, numerics: str) -> str:
+    """A strategy action's title with what kind of guarantee applying it carries
+    (:func:`leirc.ide.inline.guarantee`): "Apply loop tiling (…) · proven: bitwise"."""
+    g = guarantee(numerics)
+    return f"{title} · {g}" if g else title
 
 
 def device_lens_title(device: dict, st: DocState, text: str, kernel: str) -> str:
@@ -1069,6 +1129,8 @@ def device_lens_title(device: dict, st: DocState, text: str, kernel: str) -> str
 async def cmd_verify(ls: LeircServer, uri: str, kernel: str):
     """Verify the kernel against the interpreter and time it (in the background);
     answers at once, the result arrives on the lens and as a diagnostic."""
+    if not ls.settings.trusted:
+        return {"started": False, "error": UNTRUSTED}
     ls.spawn(ls.evaluate(uri, kernel, None, "the interpreter"))
     return {"started": True}
 
@@ -1081,6 +1143,8 @@ async def cmd_run_device(ls: LeircServer, uri: str, kernel: str):
         device = ls.settings.device()
     except ValueError as e:
         return {"started": False, "error": str(e)}
+    if device is None and not ls.settings.trusted:
+        return {"started": False, "error": UNTRUSTED}
     if device is None:
         return {"started": False, "error": "no device: set rpcTracker and rpcKey, or run on a machine with a GPU"}
     ls.spawn(ls.evaluate(uri, kernel, None, "the interpreter", device=device))
@@ -1093,6 +1157,8 @@ async def cmd_verify_rewrite(ls: LeircServer, uri: str, kernel: str, reference: 
     """After a strategy edit: verify the new kernel against its previous version (and
     remember the step's direction: the memory ranks what follows it)."""
     ls.note_applied(uri, kernel, strategy)
+    if not ls.settings.trusted:
+        return {"started": False, "error": UNTRUSTED}
     ls.spawn(ls.evaluate(uri, kernel, reference, "the previous version"))
     return {"started": True}
 
@@ -1173,7 +1239,8 @@ async def cmd_apply(ls: LeircServer, uri: str, kernel: str, step: dict):
         edit=T.WorkspaceEdit(changes={uri: to_lsp_edits(Lines(doc.text), edits)}), label=f"leirc: {step.get('strategy')}"))
     if res.applied:
         ls.note_applied(uri, kernel, step.get("strategy"))
-        ls.spawn(ls.evaluate(uri, kernel, seg.text if seg is not None else None, "the previous version"))
+        if ls.settings.trusted:
+            ls.spawn(ls.evaluate(uri, kernel, seg.text if seg is not None else None, "the previous version"))
     return {"applied": bool(res.applied)}
 
 
@@ -1184,7 +1251,8 @@ async def cmd_stats(ls: LeircServer):
     return {"plans": assists.COUNTERS["plans"], "listings": assists.COUNTERS["listings"],
             "slow_strategies": sorted(n for n in assists.strategy_names()
                                       if assists.strategy_cost(n) > assists.SLOW_MS),
-            "diagnostics": "pull" if ls.pull else "push"}
+            "diagnostics": "pull" if ls.pull else "push",
+            "analyses": ANALYSES[0]}
 
 
 # ---------------------------------------------------------------------------
@@ -1197,6 +1265,9 @@ def main(argv=None) -> int:
     ap.add_argument("--host", default="127.0.0.1", help="address for --tcp (default 127.0.0.1)")
     ap.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = ap.parse_args(argv)
+    # before anything starts a process or imports lazily: the folder the editor opened
+    # (often this process's start directory) must never be on an import path
+    isolate()
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="leirc-lsp %(levelname)s: %(message)s")
     if args.tcp is not None:
         server.start_tcp(args.host, args.tcp)

@@ -3,10 +3,29 @@
 import type { Interpreter } from "./interpreter";
 
 /**
+ * Drops what `python -c` puts first on `sys.path` (`''`: the working directory) before anything
+ * is imported: a `random.py` or `typing.py` in the folder the editor opened must never be
+ * imported by leirc or the language server (issue #33). `sys` is built in, so importing it
+ * reads nothing from disk.
+ */
+export const SAFE_PATH = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]";
+
+/**
  * leirc has no `__main__` module, so the CLI is entered through its `main()`: this works with
  * any interpreter that has leirc installed, console script on PATH or not.
  */
-export const LEIRC_ENTRY = "import sys; from leirc.cli import main; sys.exit(main())";
+export const LEIRC_ENTRY = `${SAFE_PATH}; from leirc.cli import main; sys.exit(main())`;
+
+/** The language server's module, entered the same way (`python -m` would put the working directory first). */
+export const SERVER_ENTRY = `${SAFE_PATH}; from leirc_lsp.server import main; sys.exit(main())`;
+
+/**
+ * Environment for every Python the extension starts: `PYTHONSAFEPATH` (3.11+) keeps the working
+ * directory off `sys.path` in their children too (`python -m leirc.lower.worker`, ...).
+ */
+export function safeEnv(base: Record<string, string | undefined>): Record<string, string | undefined> {
+  return { ...base, PYTHONUNBUFFERED: "1", PYTHONSAFEPATH: "1" };
+}
 
 export interface Invocation {
   command: string;
@@ -21,7 +40,7 @@ export function leirc(python: Interpreter, leircArgs: string[]): Invocation {
 export function serverInvocation(python: Interpreter, entry: "leirc-lsp" | "module", extra: string[]): Invocation {
   return entry === "leirc-lsp"
     ? leirc(python, ["lsp", ...extra])
-    : { command: python.command, args: [...python.args, "-m", "leirc_lsp", ...extra] };
+    : { command: python.command, args: [...python.args, "-c", SERVER_ENTRY, ...extra] };
 }
 
 export type Target = "llvm" | "cuda";

@@ -22,6 +22,7 @@ import {
   buildArgs,
   expandTemplate,
   leirc,
+  safeEnv,
   searchArgs,
   serverInvocation,
   showArgs,
@@ -84,22 +85,49 @@ function workspaceFolderOf(resource?: vscode.Uri): string | undefined {
 }
 
 async function interpreter(resource?: vscode.Uri): Promise<Interpreter> {
+  // In Restricted Mode VS Code hands back only the user's value of this (restricted) setting,
+  // and the Python extension's choice may be the folder's own virtual environment: not used.
   const setting = config(resource).get<string>("server.pythonPath", "");
   return resolveInterpreter({
     setting,
-    pythonExtension: setting ? null : await pythonExtensionInterpreter(resource),
+    pythonExtension: setting || !vscode.workspace.isTrusted ? null : await pythonExtensionInterpreter(resource),
     workspaceFolder: workspaceFolderOf(resource),
     home: os.homedir(),
   });
 }
 
 function childEnv(): NodeJS.ProcessEnv {
-  return { ...process.env, PYTHONUNBUFFERED: "1" };
+  return safeEnv(process.env);
 }
+
+/**
+ * The working directory of the language server and the probe: a directory of the extension's
+ * own, never the workspace (whose `random.py` would otherwise be first on the import path of
+ * every `python -m` the server starts).
+ */
+function privateDir(): string {
+  const dir = extensionContext.globalStorageUri.fsPath;
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    return dir;
+  } catch {
+    return os.tmpdir(); // read-only profile: still not the workspace, and SAFE_PATH/-P cover the rest
+  }
+}
+
+/** Workspace Trust: anything that builds, runs or sends a kernel needs it. Says why when refused. */
+function requireTrust(what: string): boolean {
+  if (vscode.workspace.isTrusted) return true;
+  void vscode.window
+    .showWarningMessage(`LEIR: ${what} runs code; this folder is not trusted (Restricted Mode).`, "Manage Workspace Trust")
+    .then((c) => c && vscode.commands.executeCommand("workbench.trust.manage"));
+  return false;
+}
+
 
 /** Checks that the interpreter has leirc with the language server; tells the user how to fix it if not. */
 async function checkInstallation(py: Interpreter): Promise<ServerEntry | null> {
-  const r = await runProcess(py.command, [...py.args, "-c", PROBE_SCRIPT], { env: childEnv(), timeoutMs: 60_000 });
+  const r = await runProcess(py.command, [...py.args, "-c", PROBE_SCRIPT], { cwd: privateDir(), env: childEnv(), timeoutMs: 60_000 });
   const verdict = judgeProbe(py, r);
   if (verdict.ok) {
     log(`leirc ${verdict.leircVersion} on Python ${verdict.python}: ${describeInterpreter(py)}`);
@@ -128,9 +156,10 @@ async function startClient(): Promise<void> {
   }
   const run = serverInvocation(py, entry, config().get<string[]>("server.extraArgs", []));
   // No `transport`: the client then talks over stdio without appending `--stdio`.
+  const options = { cwd: privateDir(), env: childEnv() };
   const serverOptions: ServerOptions = {
-    run: { command: run.command, args: run.args, options: { cwd: workspaceFolderOf(), env: childEnv() } },
-    debug: { command: run.command, args: run.args, options: { cwd: workspaceFolderOf(), env: childEnv() } },
+    run: { command: run.command, args: run.args, options },
+    debug: { command: run.command, args: run.args, options },
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [
@@ -139,7 +168,7 @@ async function startClient(): Promise<void> {
     ],
     outputChannel: output,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
-    initializationOptions: serverSettings(settingGetter()),
+    initializationOptions: serverSettings(settingGetter(), vscode.workspace.isTrusted),
     middleware: {
       // The server's lens titles carry its background verifications ("✓ equal · 3.2 ms llvm"):
       // the status bar shows the newest one, as it shows the Verify command's result.
@@ -301,6 +330,7 @@ function lastErrorLine(r: RunResult): string {
 }
 
 async function buildCommand(uri?: vscode.Uri): Promise<void> {
+  if (!requireTrust("Build")) return;
   const doc = await leirDocument(uri);
   if (!doc) return;
   const outDir = expandTemplate(config(doc.uri).get<string>("build.outputDirectory", ""), fileVars(doc));
@@ -322,6 +352,7 @@ async function buildCommand(uri?: vscode.Uri): Promise<void> {
 }
 
 async function showCommand(kind: "tir" | "cuda", uri?: vscode.Uri): Promise<void> {
+  if (!requireTrust(`Show ${kind.toUpperCase()}`)) return;
   const doc = await leirDocument(uri);
   if (!doc) return;
   const editor = vscode.window.activeTextEditor;
@@ -342,6 +373,7 @@ async function showCommand(kind: "tir" | "cuda", uri?: vscode.Uri): Promise<void
 }
 
 async function verifyCommand(uri?: vscode.Uri, reference?: vscode.Uri | string): Promise<void> {
+  if (!requireTrust("Verify")) return;
   const doc = await leirDocument(uri instanceof vscode.Uri ? uri : undefined);
   if (!doc) return;
   const ref = reference instanceof vscode.Uri ? reference.fsPath : typeof reference === "string" ? reference : null;
@@ -373,6 +405,7 @@ async function verifyAgainstCommand(uri?: vscode.Uri): Promise<void> {
 const REPORT_KEY = "leir.lastSearchReport";
 
 async function optimizeCommand(uri?: vscode.Uri): Promise<void> {
+  if (!requireTrust("Optimize (search)")) return;
   const doc = await leirDocument(uri);
   if (!doc) return;
   const c = config(doc.uri);
@@ -503,10 +536,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("leir.server")) void restartClient();
       else if (e.affectsConfiguration("leir") && client?.state === State.Running) {
-        void client.sendNotification(DidChangeConfigurationNotification.type, configurationChange(settingGetter()));
+        void client.sendNotification(DidChangeConfigurationNotification.type, configurationChange(settingGetter(), vscode.workspace.isTrusted));
       }
     }),
   );
+  // Trust granted: the interpreter may now be the Python extension's, and the server may run kernels.
+  context.subscriptions.push(vscode.workspace.onDidGrantWorkspaceTrust(() => void restartClient()));
   await startClient();
 }
 

@@ -1,10 +1,12 @@
 // Finding out whether the configured Python can run `leirc lsp`, and saying how to fix it. Pure.
 
+import { SAFE_PATH } from "./cli";
 import type { Interpreter } from "./interpreter";
 
-/** Prints one JSON line about the interpreter and leirc; never raises. */
+/** Prints one JSON line about the interpreter and leirc; never raises (nothing is imported from the working directory). */
 export const PROBE_SCRIPT = [
-  "import importlib.util, json, sys",
+  SAFE_PATH,
+  "import importlib.util, json",
   "r = {'python': sys.version.split()[0], 'executable': sys.executable}",
   "try:",
   "    import leirc",

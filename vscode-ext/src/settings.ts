@@ -8,9 +8,11 @@ export type SettingGetter = <T>(key: string, fallback: T) => T;
  * initializationOptions or from didChangeConfiguration's `leirc` section. Empty strings mean
  * "not configured" and are sent as null so that the server keeps its own default.
  */
-export function serverSettings(get: SettingGetter): Record<string, unknown> {
+export function serverSettings(get: SettingGetter, trusted = true): Record<string, unknown> {
   const orNull = (v: string) => (v.trim() ? v.trim() : null);
   return {
+    // Workspace Trust: without it the server builds, runs and sends nothing (analysis only)
+    trusted,
     target: get("target", "llvm"),
     threads: get("threads", 2),
     verifyOnSave: get("verifyOnSave", false),
@@ -24,8 +26,8 @@ export function serverSettings(get: SettingGetter): Record<string, unknown> {
 }
 
 /** The payload of workspace/didChangeConfiguration for the server. */
-export function configurationChange(get: SettingGetter): { settings: { leirc: Record<string, unknown> } } {
-  return { settings: { leirc: serverSettings(get) } };
+export function configurationChange(get: SettingGetter, trusted = true): { settings: { leirc: Record<string, unknown> } } {
+  return { settings: { leirc: serverSettings(get, trusted) } };
 }
 
 /** A suggestion as the server's `leirc.suggest` command returns it. */

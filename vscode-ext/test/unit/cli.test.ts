@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { LEIRC_ENTRY, buildArgs, expandTemplate, leirc, searchArgs, serverInvocation, showArgs, verifyArgs, writtenFiles } from "../../src/cli";
+import { LEIRC_ENTRY, SAFE_PATH, SERVER_ENTRY, buildArgs, expandTemplate, leirc, safeEnv, searchArgs, serverInvocation, showArgs, verifyArgs, writtenFiles } from "../../src/cli";
 
 const py = { command: "/venv/bin/python", args: ["-X", "utf8"], source: "setting" as const };
 
@@ -9,6 +9,17 @@ test("leirc runs through the interpreter and leirc.cli.main", () => {
   assert.equal(inv.command, "/venv/bin/python");
   assert.deepEqual(inv.args, ["-X", "utf8", "-c", LEIRC_ENTRY, "lsp"]);
   assert.match(LEIRC_ENTRY, /from leirc\.cli import main/);
+});
+
+test("nothing is imported before the working directory leaves sys.path (issue #33)", () => {
+  for (const entry of [LEIRC_ENTRY, SERVER_ENTRY]) {
+    assert.ok(entry.startsWith(`${SAFE_PATH};`), entry);
+  }
+  // only the built-in sys module is imported before the path is cleaned
+  assert.match(SAFE_PATH, /^import sys; sys\.path\[:\] = \[p for p in sys\.path if p not in \('', '\.'\)\]$/);
+  const env = safeEnv({ PATH: "/bin" });
+  assert.equal(env.PYTHONSAFEPATH, "1");
+  assert.equal(env.PATH, "/bin");
 });
 
 test("build emits tir and lib on the CPU and adds cuda on the GPU", () => {
@@ -65,7 +76,7 @@ test("expandTemplate replaces known variables and leaves unknown ones", () => {
   );
 });
 
-test("the server starts as `leirc lsp`, or as python -m leirc_lsp, with the extra arguments", () => {
+test("the server starts as `leirc lsp`, or as its module (never `python -m`), with the extra arguments", () => {
   assert.deepEqual(serverInvocation(py, "leirc-lsp", ["--log-level", "INFO"]).args, ["-X", "utf8", "-c", LEIRC_ENTRY, "lsp", "--log-level", "INFO"]);
-  assert.deepEqual(serverInvocation(py, "module", []).args, ["-X", "utf8", "-m", "leirc_lsp"]);
+  assert.deepEqual(serverInvocation(py, "module", []).args, ["-X", "utf8", "-c", SERVER_ENTRY]);
 });

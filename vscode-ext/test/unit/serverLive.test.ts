@@ -2,8 +2,11 @@
 // for the entry the probe found) answers an LSP initialize over stdio.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { test } from "node:test";
-import { serverInvocation } from "../../src/cli";
+import { safeEnv, serverInvocation } from "../../src/cli";
 import { PROBE_SCRIPT, judgeProbe } from "../../src/probe";
 import { runProcess } from "../../src/run";
 import { LEIR_PYTHON, NO_PYTHON_REASON } from "./helpers";
@@ -40,12 +43,26 @@ class Reader {
   }
 }
 
-test("the extension's server command line starts a server that answers initialize", { skip: LEIR_PYTHON ? false : NO_PYTHON_REASON }, async () => {
+/** A folder whose modules shadow the standard library and leirc; each notes its import in the returned marker. */
+function shadowingFolder(): { dir: string; marker: string } {
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), "leir-shadow-"));
+  const dir = path.join(base, "ws");
+  fs.mkdirSync(dir);
+  const marker = path.join(base, "imported.txt");
+  for (const name of ["random", "typing", "types", "copy", "inspect", "logging", "queue", "signal", "select", "token", "numbers", "json", "re", "enum", "functools", "leirc", "leirc_lsp", "pygls"]) {
+    fs.writeFileSync(path.join(dir, `${name}.py`), `open(${JSON.stringify(marker)}, 'a').write(__name__ + '\\n')\nraise ImportError('imported from the workspace')\n`);
+  }
+  return { dir, marker };
+}
+
+test("the extension's server command line starts a server that answers initialize, even from a folder that shadows the standard library", { skip: LEIR_PYTHON ? false : NO_PYTHON_REASON }, async () => {
   const python = { command: LEIR_PYTHON, args: [], source: "setting" as const };
-  const verdict = judgeProbe(python, await runProcess(LEIR_PYTHON, ["-c", PROBE_SCRIPT]));
+  const { dir, marker } = shadowingFolder();
+  const verdict = judgeProbe(python, await runProcess(LEIR_PYTHON, ["-c", PROBE_SCRIPT], { cwd: dir, env: safeEnv(process.env) }));
   assert.ok(verdict.ok, JSON.stringify(verdict));
   const inv = serverInvocation(python, verdict.entry, []);
-  const p = spawn(inv.command, inv.args, { stdio: ["pipe", "pipe", "pipe"] });
+  // the extension starts it from a directory of its own; the workspace as working directory is the worst case
+  const p = spawn(inv.command, inv.args, { stdio: ["pipe", "pipe", "pipe"], cwd: dir, env: safeEnv(process.env) });
   let stderr = "";
   p.stderr.on("data", (d) => (stderr += d));
   const reader = new Reader();
@@ -64,6 +81,7 @@ test("the extension's server command line starts a server that answers initializ
     p.stdin.write(frame({ jsonrpc: "2.0", id: 2, method: "shutdown" }));
     p.stdin.write(frame({ jsonrpc: "2.0", method: "exit" }));
     assert.equal(await exited, 0, stderr);
+    assert.ok(!fs.existsSync(marker), `imported from the workspace: ${fs.existsSync(marker) ? fs.readFileSync(marker, "utf8") : ""}`);
   } finally {
     p.kill();
   }

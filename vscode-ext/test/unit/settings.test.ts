@@ -7,6 +7,7 @@ const getter = (values: Record<string, unknown>) => <T>(key: string, fallback: T
 test("settings go to the server under its own flat keys", () => {
   const s = serverSettings(getter({ target: "cuda", threads: 8, verifyOnSave: true, "rpc.tracker": "127.0.0.1:9190", "llm.model": "m" }));
   assert.deepEqual(s, {
+    trusted: true,
     target: "cuda",
     threads: 8,
     verifyOnSave: true,
@@ -23,6 +24,12 @@ test("a configuration change is sent in the server's `leirc` section", () => {
   const c = configurationChange(getter({ threads: 3 }));
   assert.equal(c.settings.leirc.threads, 3);
   assert.equal(c.settings.leirc.target, "llvm");
+});
+
+test("an untrusted folder is said to the server, at start-up and on every change", () => {
+  assert.equal(serverSettings(getter({}), false).trusted, false);
+  assert.equal(configurationChange(getter({}), false).settings.leirc.trusted, false);
+  assert.equal(configurationChange(getter({})).settings.leirc.trusted, true);
 });
 
 test("blank strings are not configured values", () => {
