@@ -477,7 +477,7 @@ def _time_model(b: Build, j: Job) -> None:
         except Exception as e:  # noqa: BLE001 - inductor may be unavailable (no compiler, ...)
             msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
             _record(j, "compile", None, f"torch.compile failed: {type(e).__name__}: {msg[:200]}")
-    mt = bench.time_modules(sides, sets, threads=threads)
+    mt = bench.time_modules(sides, sets, threads=threads, pause_ms=bench.PAUSE_MS)
     mt.threads_tvm = tvm_threads() if new is not None else None
     if not mt.ok:
         for k in sides:
@@ -495,7 +495,8 @@ def _time_model(b: Build, j: Job) -> None:
            + (f"; {ratio:.3g}x eager" if ratio else "") + f"; {kernel_only}")
     if new is not None:
         kb = bench.kb_correctness(pristine.model, new, pristine.get_inputs)
-        b.note(f"KernelBench check {j.name}: {kb['passed']}/{kb['trials']} seeded inputs allclose(atol=rtol={kb['tol']:g})"
+        b.note(f"KernelBench check {j.name}: {kb['passed']}/{kb['trials']} seeded inputs "
+               f"allclose(atol=rtol={kb['tol']:g})"
                f", max |diff| {kb['max_abs_diff']:.3g}" + (f" ({kb['error']})" if kb["error"] else ""))
     if mt.warning:
         b.note(f"warning: {mt.warning}")

@@ -126,6 +126,8 @@ KB_SEED = 42
 #: rounds of the interleaved module timing, and the shortest timed block of calls
 ROUNDS = 20
 MIN_BLOCK_MS = 20.0
+#: untimed pause before each module measurement (a thread pool left spinning goes idle)
+PAUSE_MS = 50.0
 #: a 1-minute load average above this on the timing machine makes the figure suspect
 LOAD_WARN = 1.5
 
@@ -161,6 +163,7 @@ class ModuleTiming:
     sides: dict = field(default_factory=dict)  # name -> SideStats
     rounds: int = 0
     warmup: int = 0
+    pause_ms: float = 0.0
     threads_torch: Optional[int] = None
     threads_tvm: Optional[int] = None
     l2_flush_mb: float = 0.0
@@ -186,7 +189,8 @@ class ModuleTiming:
 
     def as_dict(self) -> dict:
         return {"ok": self.ok, "sides": {k: v.as_dict() for k, v in self.sides.items()}, "rounds": self.rounds,
-                "warmup": self.warmup, "threads_torch": self.threads_torch, "threads_tvm": self.threads_tvm,
+                "warmup": self.warmup, "pause_ms": self.pause_ms, "threads_torch": self.threads_torch,
+                "threads_tvm": self.threads_tvm,
                 "l2_flush_mb": self.l2_flush_mb, "load_before": self.load_before, "load_after": self.load_after,
                 "warning": self.warning, "error": self.error}
 
@@ -207,7 +211,7 @@ def _quantile(xs: list, q: float) -> float:
 
 
 def time_modules(sides: dict, input_sets: Sequence[Sequence], *, rounds: int = ROUNDS, warmup: int = WARMUP,
-                 min_block_ms: float = MIN_BLOCK_MS, l2_flush_mb: float = 0.0,
+                 min_block_ms: float = MIN_BLOCK_MS, l2_flush_mb: float = 0.0, pause_ms: float = 0.0,
                  threads: Optional[int] = None) -> ModuleTiming:
     """Time each module of ``sides`` (name -> module) as KernelBench does, ``module(*inputs)``
     under ``torch.no_grad``, every call allocating its outputs: ``warmup`` calls per side,
@@ -216,7 +220,9 @@ def time_modules(sides: dict, input_sets: Sequence[Sequence], *, rounds: int = R
     block of calls over the rotating input sets lasting at least ``min_block_ms`` (the
     same block size all rounds). With ``l2_flush_mb`` > 0 a buffer that large is rewritten
     before every call and each call is timed alone (cold caches, KernelBench's GPU protocol);
-    the flush is outside the timed interval. The load average is recorded before and after."""
+    the flush is outside the timed interval. ``pause_ms``: an untimed sleep before each
+    measurement, so the thread pool one side leaves spinning (OpenMP's, TVM's) has gone
+    idle before the next side runs. The load average is recorded before and after."""
     import torch
 
     if threads is not None:
@@ -225,7 +231,7 @@ def time_modules(sides: dict, input_sets: Sequence[Sequence], *, rounds: int = R
     n_sets = len(input_sets)
     if not names or not n_sets:
         raise ValueError("time_modules needs at least one module and one input set")
-    res = ModuleTiming(False, rounds=rounds, warmup=warmup, threads_torch=torch.get_num_threads(),
+    res = ModuleTiming(False, rounds=rounds, warmup=warmup, pause_ms=pause_ms, threads_torch=torch.get_num_threads(),
                        l2_flush_mb=l2_flush_mb, load_before=load_average())
     flush_buf = torch.empty(int(l2_flush_mb * (1 << 20)) // 4, dtype=torch.int32) if l2_flush_mb > 0 else None
     counter = {n: 0 for n in names}
@@ -249,6 +255,8 @@ def time_modules(sides: dict, input_sets: Sequence[Sequence], *, rounds: int = R
             for r in range(rounds):
                 for i in range(len(names)):
                     n = names[(r + i) % len(names)]
+                    if pause_ms > 0:
+                        time.sleep(pause_ms / 1000.0)
                     if flush_buf is not None:
                         flush_buf.fill_(r + i)
                     t0 = time.perf_counter()

@@ -321,22 +321,25 @@ class TorchCall:
             raise ValueError(f"kernel '{k.name}' has no input named {', '.join(unknown)}")
         self.runtime = list(runtime)
         self.params = dict(params)
+        self._param_path = {n: tuple(q.split(".")) for n, q in self.params.items()}
         self._slots = [("rt", self.runtime.index(p.name)) if p.name in self.runtime else ("param", p.name)
                        for p in k.inputs]
         missing = [p.name for p in k.inputs if p.name not in self.runtime and p.name not in self.params]
         if missing:
-            raise ValueError(f"kernel '{k.name}' input(s) {', '.join(missing)} are fed by neither forward nor a parameter")
+            raise ValueError(f"kernel '{k.name}' input(s) {', '.join(missing)} are fed by neither forward "
+                             "nor a parameter")
         self._in_dtypes = {p.name: getattr(torch, _TORCH_DTYPES[p.dtype]) for p in k.inputs}
         self._rt_dtypes = [self._in_dtypes[n] for n in self.runtime]
         self._outs = [(tuple(p.shape), getattr(torch, _TORCH_DTYPES[p.dtype])) for p in k.outputs]
-        self._device = torch.device("cuda", 0) if library.target == "cuda" else torch.device("cpu")
+        self._cuda = library.target == "cuda"
+        self._device = torch.device("cuda", 0) if self._cuda else torch.device("cpu")
         self._bound: dict = {}  # input name -> (tensor, version, view)
         self.binds = 0
         self.last_args: list = []
 
     def _tensor(self, t, dtype):
         """``t`` as the kernel wants it: the same tensor when it already is (the common case)."""
-        if t.dtype is not dtype or t.device != self._device:
+        if t.dtype is not dtype or (t.is_cpu if self._cuda else not t.is_cpu):
             t = t.to(device=self._device, dtype=dtype)
         if not t.is_contiguous():
             t = t.contiguous()
@@ -346,8 +349,8 @@ class TorchCall:
 
     def param_view(self, root, name: str):
         obj = root
-        for part in self.params[name].split("."):
-            obj = getattr(obj, part)
+        for part in self._param_path[name]:
+            obj = _member(obj, part)
         hit = self._bound.get(name)
         if hit is not None and hit[0] is obj and (hit[1] is None or hit[1] == obj._version):
             return hit[2]
@@ -360,9 +363,10 @@ class TorchCall:
         self.binds += 1
         return view
 
-    def __call__(self, root, tensors):
-        """Run on forward's tensor arguments ``tensors``; ``root`` holds the parameters.
-        Returns the output tensors (a list, in the kernel's output order)."""
+    def arguments(self, root, tensors) -> tuple:
+        """``(args, outputs)``: the kernel's arguments for forward's tensor arguments
+        ``tensors`` (``root`` holds the parameters), DLPack views in the kernel's parameter
+        order, the last ones views of ``outputs``, fresh ``torch.empty`` tensors."""
         torch = self._torch
         if len(tensors) < len(self.runtime):
             raise TypeError(f"forward() got {len(tensors)} tensor argument(s), the kernel needs {len(self.runtime)}")
@@ -375,9 +379,28 @@ class TorchCall:
                 args.append(self.param_view(root, key))
         outs = [torch.empty(shape, dtype=dt, device=self._device) for shape, dt in self._outs]
         args += [view(y) for y in outs]
+        return args, outs
+
+    def __call__(self, root, tensors):
+        """Run on forward's tensor arguments ``tensors``; ``root`` holds the parameters.
+        Returns the output tensors (a list, in the kernel's output order)."""
+        args, outs = self.arguments(root, tensors)
         self.last_args = args
         self.library.function(*args)
         return outs
+
+
+def _member(obj, name: str):
+    """``getattr(obj, name)``, straight from an ``nn.Module``'s own tables when it is a
+    parameter, buffer or submodule: ``Module.__getattr__`` costs microseconds per step, paid
+    on every forward."""
+    d = getattr(obj, "__dict__", None)
+    if d is not None:
+        for table in ("_parameters", "_buffers", "_modules"):
+            t = d.get(table)
+            if t is not None and name in t:
+                return t[name]
+    return getattr(obj, name)
 
 
 def tvm_threads(n: Optional[int] = None) -> int:
