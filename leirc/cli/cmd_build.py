@@ -108,13 +108,15 @@ def run(args) -> int:
     search, search_errors = None, ()
     if opt == "search":
         from ..search.core import SearchError
-        from ..search.optimizer import optimizer_from_args
+        from ..search.optimizer import search_options_from_args
         from ..search.store import ConfigMismatch
+        from .searchlog import CliSearch
 
         search_errors = (SearchError, ConfigMismatch)
         try:
-            search = optimizer_from_args(args, target=args.target, threads=args.threads, out_dir=args.out_dir,
-                                         stem=lambda kernel: output_stem(args.file, kernel))
+            search = CliSearch(search_options_from_args(args, target=args.target, threads=args.threads),
+                               out_dir=args.out_dir, quiet=args.quiet, json_mode=bool(args.json),
+                               stem=lambda kernel: output_stem(args.file, kernel))
         except ValueError as e:
             raise CliError(str(e)) from None
     options = BuildOptions(target=args.target, cuda_arch=args.arch or "sm_90", kernel=args.kernel, opt=opt,
@@ -146,8 +148,13 @@ def run(args) -> int:
         raise CliError(str(e), 1, kind="search") from None
     except PipelineError as e:
         print_diagnostics(b.diagnostics + e.diagnostics, b.text)
+        written: list[str] = []
         if is_py and b.model is not None:
-            _write_py_outputs(b, args.out_dir, [], failed=True)
+            _write_py_outputs(b, args.out_dir, written, failed=True)
+        if args.json:
+            diags = b.diagnostics + e.diagnostics
+            why = str(e) or (diags[0].message if diags else "the build failed")
+            print_json(_json(b, search, written, diags, error=CliError(why, 1, kind="build")))
         return 1
     print_diagnostics(b.diagnostics, b.text)
     if args.target == "cuda":
@@ -159,7 +166,28 @@ def run(args) -> int:
         _write_py_outputs(b, args.out_dir, written)
     for w in written:
         print(f"wrote {w}", file=sys.stderr)
+    # Ctrl-C stopped a search: the best so far is built and written above, and the command
+    # still says it was interrupted (130, as every command does), so a script does not take
+    # a cut-short search for a finished one
+    stopped = search is not None and search.interrupted
+    if args.json:
+        error = CliError("interrupted (Ctrl-C): the best so far is kept", 130, kind="interrupted") if stopped else None
+        print_json(_json(b, search, written, b.diagnostics, error=error))
+    if stopped:
+        print("leirc: interrupted: the search's best so far is written", file=sys.stderr)
+        return 130
     return 0
+
+
+def _json(b, search, written: list, diagnostics: list, error=None) -> dict:
+    """The ``--json`` document of a build (``schemas/build.json``): what was written, and per
+    searched kernel the search's summary (as ``OUTDIR/NAME.search.json``)."""
+    kernels = [{"name": j.name, "steps": [s.to_json() for s in j.steps], "optimized": bool(j.optimized)}
+               for j in getattr(b, "jobs", None) or [] if getattr(j, "current", None) is not None]
+    searches = [r.to_json() for r in search.results] if search is not None else []
+    written = list(written) + ([f for files in search.outputs.values() for f in files.values()] if search else [])
+    return json_document("build", error is None, error=error, diagnostics=diagnostics, outputs=written,
+                         kernels=kernels, searches=searches)
 
 
 def _refuse_empty(data: bytes, name: str) -> None:
@@ -177,7 +205,10 @@ def _run_passes(b, print_after: list, progress: Progress):
     the passes, and ``--print-after`` after each."""
     from ..driver import PASSES, run_pipeline
 
-    with progress.bar(total=len(PASSES), desc="build") as bar:
+    # a search draws its own progress line (evaluations/budget, best, ETA): a second bar over
+    # the passes under it would only show a meaningless ETA
+    passes = Progress(quiet=True) if b.options.opt == "search" else progress
+    with passes.bar(total=len(PASSES), desc="build") as bar:
         def on_pass(name, b):
             if _stage_runs(name, b):
                 progress.stage(STAGES.get(name, name))
