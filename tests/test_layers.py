@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "leirc"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("leirc", "leirc.io", "leirc.target", "leirc.lang"),
+    ("leirc", "leirc.io", "leirc.target", "leirc.measure", "leirc.lang"),
     ("leirc.analysis",),
     ("leirc.lang.checker", "leirc.lang.canonical", "leirc.lang.load"),
     ("leirc.algebra",),

@@ -220,7 +220,7 @@ def require_runnable(target: str) -> None:
     target = target_kind(target)
     if target in ("llvm", "interp"):
         return
-    from ..lower.runner import device_available
+    from ..lower.device import device_available
 
     ok, why = device_available(target)
     if not ok:

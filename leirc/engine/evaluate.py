@@ -7,8 +7,9 @@ For each candidate :meth:`Evaluator.evaluate`
    (:func:`leirc.lang.canonical.fingerprint`);
 2. looks the evaluation up, by a content key, in memory and in the on-disk cache
    (``cache_dir``: SQLite, one row per key, written in one transaction);
-3. otherwise opens one :class:`leirc.lower.session.KernelSession` (one worker, one build;
-   with ``prestart`` the worker comes from a :class:`~leirc.lower.session.WorkerPool`
+3. otherwise opens one :class:`Candidate` through its device (:mod:`leirc.lower.device`: a
+   local :class:`~leirc.lower.device.KernelSession`, one worker, one build;
+   with ``prestart`` the worker comes from a :class:`~leirc.lower.device.WorkerPool`
    that started it, TVM imported, during the previous evaluation; ``pool=`` is a pool the
    caller owns, e.g. one it warmed before parsing anything, as ``leirc verify`` does),
    verifies through it against the *oracle* (:mod:`leirc.engine.oracles`): by default the
@@ -18,12 +19,14 @@ For each candidate :meth:`Evaluator.evaluate`
    module run in a worker process, its outputs per seed computed once and cached -- and,
    if the candidate is correct and ``time=True``, times it in the same session on the
    oracle's inputs of every seed (the interpreter's: the first distribution's). With
-   ``remote=`` (a :class:`~leirc.lower.rpc.RemoteDevice`: an RPC tracker and a device key)
-   the session is a :class:`~leirc.lower.rpc.RemoteSession` instead: built here, run and
+   ``remote=`` (a :class:`~leirc.lower.device.RemoteDevice`: an RPC tracker and a device key)
+   the session is a :class:`~leirc.lower.device.RemoteSession` instead: built here, run and
    timed on a server the tracker hands out (a GPU box), its outputs verified here.
 
 The cache key is the SHA-256 of the canonical compact print of the candidate and of the
-reference (for the PyTorch oracle: its key -- model file, weights, versions), the target, seeds, distributions, tolerances, timing protocol, thread count and
+reference (for the PyTorch oracle: its key -- model file, weights, versions), the target's
+fingerprint (:class:`leirc.target.Target`: evaluations from another host or instruction set are
+never returned), seeds, distributions, tolerances, timing protocol, thread count and
 the leirc version (and the remote device, where there is one). Failures that depend on the
 machine's state (``timeout``, ``memory``, ``rpc``: no server, a lost connection) are not cached.
 
@@ -48,8 +51,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Optional
 
 from .. import __version__
-from ..lower.runner import TimingResult
-from ..lower.session import DEFAULT_MEMORY_LIMIT_MB, KernelSession, WorkerPool, target_name
+from ..lower.device import DEFAULT_MEMORY_LIMIT_MB, LocalDevice, TimingResult, WorkerPool, target_name
 from ..measure import PAIR_ROUNDS, Paired, Protocol, interleave
 from ..verify import VERIFY_PROTOCOL, VerifyReport
 from .oracles import InterpreterOracle, OracleError, pick_kernel
@@ -215,7 +217,7 @@ class Evaluator:
                  poison_intermediates: bool = False, max_references: int = 2,
                  reference_max_bytes: int = 1 << 30, build_timeout: Optional[float] = None,
                  prestart: bool = True, verify_options: Optional[dict] = None,
-                 pool: Optional[WorkerPool] = None, remote=None):
+                 pool: Optional[WorkerPool] = None, remote=None, device=None):
         if target_name(target) == "interp":
             raise ValueError("the Evaluator runs compiled kernels; use leirc.verify.verify(target='interp')")
         self.target = target
@@ -223,8 +225,11 @@ class Evaluator:
         #: what evaluations are stored under: timings and verdicts from another machine (or
         #: another instruction set) are never returned for this one
         self.target_fingerprint = target_fingerprint(target)
-        #: a leirc.lower.rpc.RemoteDevice: candidates run and are timed there (None: here)
+        #: a leirc.lower.device.RemoteDevice: candidates run and are timed there (None: here)
         self.remote = remote
+        #: where sessions are opened: this machine's workers, or the remote device
+        self.device = device if device is not None else remote if remote is not None else \
+            LocalDevice(target if not isinstance(target, dict) else None)
         if remote is not None:
             prestart = False  # the local worker pool serves local sessions only
         self.seeds = tuple(int(s) for s in seeds)
@@ -381,17 +386,10 @@ class Evaluator:
 
     def open_checked(self, text: str, cand, fp: str, *, pool=None) -> "Candidate":
         self.stats["sessions"] += 1
-        name = cand.kernel.name
-        if self.remote is not None:
-            from ..lower.rpc import RemoteSession
-
-            s = RemoteSession(text, device=self.remote, kernel=name, target=self.target, threads=self.threads,
-                              timeout=self.timeout)
-        else:
-            s = KernelSession(text, kernel=name, target=self.target, threads=self.threads,
-                              timeout=self.timeout, memory_limit_mb=self.memory_limit_mb,
-                              poison_intermediates=self.poison_intermediates, build_timeout=self.build_timeout,
-                              pool=self.pool if pool is None else pool)
+        s = self.device.open(text, kernel=cand.kernel.name, target=self.target, threads=self.threads,
+                             timeout=self.timeout, memory_limit_mb=self.memory_limit_mb,
+                             poison_intermediates=self.poison_intermediates, build_timeout=self.build_timeout,
+                             pool=self.pool if pool is None else pool)
         return Candidate(self, text, cand, s, fp)
 
 

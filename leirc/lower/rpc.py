@@ -197,6 +197,13 @@ class RemoteDevice:
         host, port = parse_address(self.tracker)
         return f"rpc://{host}:{port}/{self.key}"
 
+    def open(self, source: str, *, kernel: Optional[str] = None, target="llvm", threads: Optional[int] = None,
+             timeout: float = 120.0, **_local) -> "RemoteSession":
+        """A :class:`RemoteSession` of ``source`` on a server of this device (the
+        :class:`leirc.lower.device.Device` protocol; worker-pool and memory options apply to
+        local sessions only)."""
+        return RemoteSession(source, device=self, kernel=kernel, target=target, threads=threads, timeout=timeout)
+
 
 class RemoteSession:
     """One kernel, built here once and loaded on a server of ``device`` (a

@@ -43,7 +43,7 @@ from typing import Optional
 from ..engine.evaluate import UNCACHED_KINDS, Candidate, Evaluation, Evaluator
 from ..engine.oracles import InterpreterOracle, pick_kernel
 from ..lang.canonical import fingerprint as kernel_fingerprint
-from ..lower.runner import TimingResult
+from ..lower.device import TimingResult
 # the timing protocol and the paired comparison live in the one measurement module
 from ..measure import CONFIRM_ROUNDS, PAIR_ROUNDS, Paired, Protocol, paired_from_rounds
 
