@@ -10,10 +10,17 @@ compared with.
   ``get_inputs()`` per seed and the weights of the import; its outputs are kept per
   (model, weights, seed) in a :class:`~leirc.engine.refcache.ModuleReference` (in memory,
   and on disk with ``cache_dir``). Each output is compared with
-  :func:`leirc.verify.compare_output` under the flat rule with the tolerance of the output's
-  dtype (f32 1e-4 / 1e-5, f64 1e-9 / 1e-12, f16/bf16 1e-2 / 1e-3), as ``leirc verify``
-  does with explicit tolerances: the module is the specification, so a kernel that keeps
-  an f64 model's statistics in f32 fails.
+  :func:`leirc.verify.compare_output` under the same rule as the interpreter oracle: the
+  dtype's tolerance (f32 1e-4 / 1e-5, f64 1e-9 / 1e-12, f16/bf16 1e-2 / 1e-3) widened by the
+  arithmetic error bound (:mod:`leirc.verify.bound`) of the *imported* program -- the LEIR
+  that mirrors the module op for op, so its reduction lengths and dtypes are the module's --
+  run on the same inputs: a ConvTranspose3d + BatchNorm + global average pool sums tens of
+  thousands of f32 terms, and a correct kernel differs from PyTorch's own summation order
+  by more than a flat 1e-5. The bound comes from the imported program, never from the
+  candidate (a candidate must not widen its own tolerance); without it (an oracle made
+  without ``reference_text``, a program the bound does not model) the flat rule applies.
+  Explicit ``rtol``/``norm_tol`` select the flat rule. The module is the specification, so
+  a kernel that keeps an f64 model's statistics in f32 still fails.
 
 Both have the same small interface, used by the Evaluator: ``name`` (recorded in
 :attr:`Evaluation.oracle`), and ``prepare(evaluator, candidate, kernel) -> Prepared`` whose
@@ -49,7 +56,7 @@ from .. import __version__
 from ..interp import dtypes as D
 from ..lang.checker import check_text
 from ..lang.diagnostics import render
-from ..verify import VerifyReport, bitwise_equal, compare_output, tolerances, verify
+from ..verify import VerifyReport, bitwise_equal, compare_output, evidence, lazy_bounds, tolerances, try_bound, verify
 from ..verify import RunResult
 from .refcache import CachedReference, ModuleReference
 
@@ -171,7 +178,10 @@ class TorchOracle:
 
     def __init__(self, model_path: str, weights: Optional[dict] = None, qualnames: Optional[dict] = None, *,
                  timeout: float = 300.0, startup_timeout: float = 300.0, threads: Optional[int] = None,
-                 memory_limit_mb: Optional[int] = None, cache_dir: Optional[str] = None):
+                 memory_limit_mb: Optional[int] = None, cache_dir: Optional[str] = None,
+                 reference_text: Optional[str] = None):
+        #: the imported LEIR program (the module op for op): the arithmetic bound's source
+        self.reference_text = reference_text
         self.model_path = os.path.abspath(model_path)
         if not os.path.isfile(self.model_path):
             raise OracleError("load", f"{model_path}: no such file")
@@ -205,6 +215,7 @@ class TorchOracle:
     def from_import(cls, model_path: str, imported, **kw) -> "TorchOracle":
         """The oracle for an :class:`leirc.frontend.ImportResult` of ``model_path``."""
         qual = {p["name"]: p["qualname"] for p in imported.meta.get("params", [])}
+        kw.setdefault("reference_text", getattr(imported, "text", None))
         return cls(model_path, imported.weights, qual, **kw)
 
     def key(self) -> str:
@@ -420,9 +431,14 @@ def check_against_module(oracle: TorchOracle, source_text: str, kernel, runner: 
     t0 = time.perf_counter()
     seeds = [int(s) for s in seeds]
     flat = rtol is not None or norm_tol is not None
+    eb, why = (None, "") if flat else _module_bound(oracle, kernel)
+    tol_text = ("flat (rtol/norm_tol given)" if flat else
+                "arithmetic (the imported program's reductions and dtypes) over the "
+                + flat_tolerance_text(kernel).replace("flat by output dtype", "dtype tolerance") if eb is not None else
+                flat_tolerance_text(kernel) + (f"; no arithmetic bound: {why}" if why else ""))
     rep = VerifyReport(False, True, 0.0, 0.0, 0.0, seeds, ["module"], [], candidate=f"{kernel.name} ({target})",
                        reference=f"PyTorch module ({oracle.model_path})", target=target, numerics=numerics,
-                       tolerance="flat (rtol/norm_tol given)" if flat else flat_tolerance_text(kernel), oracle="torch")
+                       tolerance=tol_text, oracle="torch", evidence=evidence(numerics))
     fails = rep.failures
 
     def fail(msg: str) -> None:
@@ -460,6 +476,7 @@ def check_against_module(oracle: TorchOracle, source_text: str, kernel, runner: 
             fail(f"the kernel has {len(outs_spec)} output(s), the PyTorch module returns {len(ref_outs)} ({label})")
             return False
         second = None
+        bound_of = lazy_bounds(eb, feed)
         for (n, dt, sh), ref in zip(outs_spec, ref_outs):
             y = (res.outputs or {}).get(n)
             if y is None:
@@ -484,7 +501,8 @@ def check_against_module(oracle: TorchOracle, source_text: str, kernel, runner: 
                     y2 = second.get(n)
                     if y2 is not None and np.shape(y2) == sh:
                         unw = unw & D.poison_mask(np.asarray(y2), dt, True)
-            c = compare_output(n, y, ref, dt, unwritten=unw, rtol=rtol, norm_tol=norm_tol, where=label)
+            c = compare_output(n, y, ref, dt, unwritten=unw, rtol=rtol, norm_tol=norm_tol, where=label,
+                               bound=bound_of(n) if D.is_float(dt) else None)
             if record:
                 _accumulate(rep, c)
             rep.bitwise = rep.bitwise and c.bitwise
@@ -513,6 +531,21 @@ def check_against_module(oracle: TorchOracle, source_text: str, kernel, runner: 
         rep.bitwise = False
     rep.seconds = round(time.perf_counter() - t0, 3)
     return rep
+
+
+def _module_bound(oracle, kernel) -> tuple:
+    """(ErrorBound, "") of the oracle's imported program when it has the candidate's
+    interface, else (None, why)."""
+    text = getattr(oracle, "reference_text", None)
+    if not text:
+        return None, ""
+    ref, problem = pick_kernel(text, None, "imported program", prefer=kernel.name)
+    if ref is None:
+        return None, problem.splitlines()[0]
+    sig = lambda k: [(p.name, p.dtype, tuple(p.shape)) for p in k.inputs + k.outputs]  # noqa: E731
+    if sig(ref.kernel) != sig(kernel):
+        return None, "the imported program's interface differs from the candidate's"
+    return try_bound(ref)
 
 
 def _accumulate(rep: VerifyReport, c) -> None:

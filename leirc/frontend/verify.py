@@ -4,10 +4,13 @@ For each seed: ``torch.manual_seed(seed)``, fresh ``get_inputs()``, run the PyTo
 ``Model`` (built once under seed 42 like KernelBench, so its weights equal the imported
 ones) and the LEIR kernel on the same inputs and weights, and compare each output with
 :func:`leirc.verify.compare_output` -- the rule of ``leirc verify`` (shared/notes/
-benchmarking.md §2.3) with the tolerance of the output's dtype (f32 rtol 1e-4 / normwise
-1e-5, f64 1e-9 / 1e-12, f16 and bf16 1e-2 / 1e-3; ``atol = rtol * max|y_ref|``): shape and
-dtype equal, no NaN/Inf, elementwise and normwise. ``rtol``/``norm_tol`` given explicitly
-replace the dtype's.
+benchmarking.md §2.3): shape and dtype equal, no NaN/Inf, elementwise and normwise, with the
+tolerance of the output's dtype (f32 rtol 1e-4 / normwise 1e-5, f64 1e-9 / 1e-12, f16 and
+bf16 1e-2 / 1e-3) widened by the arithmetic error bound of the LEIR program on those inputs
+(:mod:`leirc.verify.bound`: reduction lengths and dtypes, as for the interpreter oracle), so
+a long f32 reduction that PyTorch sums in another order is not a false reject. A program the
+bound does not model, or ``rtol``/``norm_tol`` given explicitly, selects the flat rule
+(``atol = rtol * max|y_ref|``).
 
 The LEIR side runs on the reference interpreter (``target="interp"``, :mod:`leirc.interp`)
 or compiled through TVM in a sandboxed worker (``target="llvm"``,
@@ -25,7 +28,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..interp import dtypes as D
-from ..verify import compare_output
+from ..verify import compare_output, lazy_bounds, try_bound
 from .errors import FrontendError
 from .loader import LoadedModel, load_model
 
@@ -40,10 +43,12 @@ class Comparison:
 
 
 def compare(y: np.ndarray, y_ref: np.ndarray, rtol: Optional[float] = None, norm_tol: Optional[float] = None,
-            dtype: Optional[str] = None, where: str = "") -> Comparison:
-    """The leirc correctness rule for one output (:func:`leirc.verify.compare_output`, flat
-    rule). ``dtype`` is the output's LEIR dtype (default: ``y``'s); the reference must have
-    it too. The tolerances are the dtype's unless ``rtol``/``norm_tol`` are given."""
+            dtype: Optional[str] = None, where: str = "", bound=None) -> Comparison:
+    """The leirc correctness rule for one output (:func:`leirc.verify.compare_output`).
+    ``dtype`` is the output's LEIR dtype (default: ``y``'s); the reference must have it too.
+    The tolerances are the dtype's unless ``rtol``/``norm_tol`` are given; ``bound`` (an
+    array or a callable, see compare_output) widens them by the arithmetic error bound,
+    None keeps the flat rule."""
     y = np.asarray(y)
     y_ref = np.asarray(y_ref)
     if dtype is None:
@@ -54,7 +59,7 @@ def compare(y: np.ndarray, y_ref: np.ndarray, rtol: Optional[float] = None, norm
     if y_ref.dtype != want:
         return Comparison(False, f"the reference has dtype {D.leir_dtype(y_ref.dtype) or y_ref.dtype}, "
                                  f"the kernel's output is {dtype}")
-    c = compare_output("Y", y, y_ref, dtype, rtol=rtol, norm_tol=norm_tol, where=where)
+    c = compare_output("Y", y, y_ref, dtype, rtol=rtol, norm_tol=norm_tol, where=where, bound=bound)
     max_ref = 0.0
     if y_ref.size and D.is_float(dtype):
         with np.errstate(invalid="ignore"):
@@ -170,21 +175,35 @@ def verify_against_torch(model_path: str, leir_text: str, weights: Optional[dict
                          seeds: Sequence[int] = (0, 1, 2), runner: Optional[Callable] = None,
                          target: str = "interp", *, loaded: Optional[LoadedModel] = None,
                          rtol: Optional[float] = None, norm_tol: Optional[float] = None,
-                         threads: Optional[int] = None) -> VerifyResult:
+                         threads: Optional[int] = None, reference_text: Optional[str] = None) -> VerifyResult:
     """Run the LEIR kernel and the PyTorch model on ``seeds`` and compare (see module doc;
     ``rtol``/``norm_tol`` default to the output dtype's tolerances).
 
     ``weights``: the parameter inputs by LEIR name (from the import); ``None`` re-imports the
-    model to get them. ``runner``: overrides ``target``."""
+    model to get them. ``runner``: overrides ``target``. ``reference_text``: the imported
+    program, whose arithmetic gives the error bound (``None``: imported here when needed) --
+    never the kernel under test, which must not widen its own tolerance."""
+    flat = rtol is not None or norm_tol is not None
     if loaded is None:
         loaded = load_model(model_path)
-    if weights is None:
+    if weights is None or (reference_text is None and not flat):
         from .importer import import_loaded
 
-        weights = import_loaded(loaded).weights
+        imported = import_loaded(loaded)
+        weights = imported.weights if weights is None else weights
+        reference_text = imported.text if reference_text is None else reference_text
         loaded = load_model(model_path)  # a pristine model for the reference runs
     cr = _kernel_of(leir_text)
     run = runner or make_runner(target, cr, threads=threads)
+    eb = None
+    if not flat and reference_text is not None:
+        try:
+            ref = _kernel_of(reference_text)
+        except FrontendError:  # no bound from a program that does not load: the flat rule
+            ref = None
+        same = ref is not None and [(p.name, p.dtype, tuple(p.shape)) for p in ref.kernel.inputs + ref.kernel.outputs] \
+            == [(p.name, p.dtype, tuple(p.shape)) for p in cr.kernel.inputs + cr.kernel.outputs]
+        eb = try_bound(ref)[0] if same else None
     results = []
     for seed in seeds:
         try:
@@ -198,12 +217,14 @@ def verify_against_torch(model_path: str, leir_text: str, weights: Optional[dict
             results.append(SeedResult(seed, False, error=f"{type(e).__name__}: {e}"))
             continue
         comps = []
+        bound_of = lazy_bounds(eb, feed)
         for p, ref in zip(cr.kernel.outputs, refs):
             y = outs.get(p.name)
             if y is None:
                 comps.append(Comparison(False, f"output {p.name} missing"))
                 continue
-            comps.append(compare(np.asarray(y), ref, rtol, norm_tol, dtype=p.dtype))
+            comps.append(compare(np.asarray(y), ref, rtol, norm_tol, dtype=p.dtype,
+                                 bound=bound_of(p.name) if D.is_float(p.dtype) else None))
         if len(refs) != len(cr.kernel.outputs):
             comps.append(Comparison(False, f"{len(cr.kernel.outputs)} outputs, PyTorch returns {len(refs)}"))
         results.append(SeedResult(seed, all(c.ok for c in comps), comps))

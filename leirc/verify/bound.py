@@ -447,4 +447,33 @@ class ErrorBound:
         return res
 
 
-__all__ = ["ErrorBound", "bound_program", "Unsupported", "UNIT_ROUNDOFF", "LIBM_ULPS"]
+def try_bound(ref: CheckResult, worst_case: bool = False) -> tuple[Optional["ErrorBound"], str]:
+    """(the ErrorBound of ``ref``, "") or (None, why not) for a program the bound does not
+    model (the flat tolerance applies then)."""
+    from ..interp import InterpError
+
+    try:
+        return ErrorBound(ref, worst_case), ""
+    except (Unsupported, InterpError) as e:
+        return None, str(e)
+
+
+def lazy_bounds(eb: Optional["ErrorBound"], inputs: dict):
+    """``name -> callable`` giving the bound of output ``name`` on ``inputs``, computed on
+    first use (once for all outputs) -- what :func:`leirc.verify.compare_output` takes as
+    ``bound``; None for every output when ``eb`` is None."""
+    cache: dict = {}
+
+    def of(name: str):
+        if eb is None:
+            return None
+
+        def get():
+            if "b" not in cache:
+                cache["b"] = eb.run(inputs)
+            return cache["b"].get(name)
+        return get
+    return of
+
+
+__all__ = ["ErrorBound", "bound_program", "Unsupported", "UNIT_ROUNDOFF", "LIBM_ULPS", "try_bound", "lazy_bounds"]
