@@ -59,3 +59,28 @@ def test_compact_still_reprints_the_whole_file(tmp_path, capsys):
                  "--compact"]) == 0
     out = capsys.readouterr().out
     assert "\\cdot" not in out and len(out.strip().splitlines()) == 2  # one line per kernel, as asked
+
+
+SCALE = "\\kernel scale(A: f32[64]) -> (C: f32[64]) {\n  L^{64}_{i=0} [\n    C^{f32,g}_{i} = exp(A^{f32,g}_{i})*2.0;\n  ];\n}\n"
+
+
+def test_verify_of_a_bitwise_step_compares_with_the_original_build_bit_for_bit(tmp_path, capsys):
+    f = tmp_path / "scale.leir"
+    f.write_text(SCALE)
+    assert main(["apply", str(f), "loop_split", "--at", "N0.i", "--arg", "factor=16", "--verify"]) == 0
+    err = capsys.readouterr().err
+    assert "[operator, bitwise]" in err
+    assert "verify on llvm: equal, bitwise identical to the original program's build (11 runs)" in err, err
+    assert "max_abs_err" not in err  # no comparison with the interpreter's rounding
+
+
+def test_the_bitwise_comparison_finds_a_different_bit():
+    from leirc.cli.bitwise import compare_builds
+
+    other = SCALE.replace("*2.0", "*2.0000002")  # one ulp of f32 away at most elements
+    rep = compare_builds(SCALE, other, kernel="scale", target="llvm", threads=1, seeds=(0,))
+    assert not rep.identical and rep.runs == 1
+    (name, label, n, err), = rep.differences
+    assert name == "C" and label == "seed 0, uniform" and n > 0 and 0 < err < 1e-5
+    assert "NOT bitwise identical" in rep.line("llvm") and "output C differs" in rep.line("llvm")
+    assert compare_builds(SCALE, SCALE, kernel="scale", target="llvm", threads=1, seeds=(0,)).identical
