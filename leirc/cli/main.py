@@ -67,6 +67,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                 continue  # command not available in this build
             raise
         mod.register(sub)
+    ap.subcommands = sub.choices  # name -> its parser (usage errors are reported by the command's own)
     return ap
 
 
@@ -78,7 +79,11 @@ def main(argv=None) -> int:
         ap = build_parser(words[0] if words else None)
     except KeyboardInterrupt:
         return interrupted()
-    args = ap.parse_args(argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        # `leirc build --bogus k.leir`: the command's usage (its options), not the top level's
+        sub = getattr(ap, "subcommands", {}).get(getattr(args, "command", None) or "", ap)
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         ap.print_help()
         return 2
