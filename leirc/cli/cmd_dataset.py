@@ -186,8 +186,13 @@ def run_gen(args) -> int:
     if args.key is not None and args.rpc is None:
         return _err("--key needs the tracker that hands the device out (--rpc HOST:PORT)")
     if args.cluster:
-        from ..cluster import ray_available
+        from ..cluster import ClusterError, ray_available
+        from ..cluster.executor import check_address
 
+        try:
+            check_address(args.cluster)
+        except ClusterError as e:
+            return _err(str(e))
         if not ray_available():
             return _err("--cluster needs Ray: install the extra with pip install 'leirc[cluster]'")
     if args.resume and not os.path.isfile(os.path.join(args.out, "dataset.sqlite")):

@@ -51,6 +51,7 @@ def _err(msg: str) -> int:
 
 def run(args) -> int:
     from ..cluster import ClusterError, ray_available
+    from ..cluster.executor import check_address
     from ..cluster.tune import TuneError, TuneOptions, tune
     from ..search.constants import ALGORITHMS, PROPOSERS
     from ..search.optimizer import parse_duration
@@ -72,8 +73,13 @@ def run(args) -> int:
         limit = parse_duration(args.time_budget) if args.time_budget else None
     except ValueError as e:
         return _err(f"--time-budget: {e}")
-    if args.cluster and not ray_available():
-        return _err("--cluster needs Ray: install the extra with pip install 'leirc[cluster]'")
+    if args.cluster:
+        try:
+            check_address(args.cluster)
+        except ClusterError as e:
+            return _err(str(e))
+        if not ray_available():
+            return _err("--cluster needs Ray: install the extra with pip install 'leirc[cluster]'")
     strategies = tuple(sorted(s.strip() for s in args.strategies.split(",") if s.strip())) if args.strategies else None
     opts = TuneOptions(budget=args.budget, algo=args.algo, seed=args.seed, proposers=proposers, target=args.target,
                        threads=args.threads, strategies=strategies, time_limit=limit)

@@ -364,10 +364,17 @@ def open_executor(cluster: Optional[str], *, workers: int = 1, target: str = "ll
     ``auto``, ``ray://HOST:PORT``, ``HOST:PORT``). Raises :class:`ClusterError`."""
     if not cluster:
         return LocalExecutor(workers, target=target)
-    if cluster not in ("local", "auto") and not cluster.startswith("ray://") and ":" not in cluster:
-        raise ClusterError(f"--cluster expects local, auto, ray://HOST:PORT or HOST:PORT, got {cluster!r}")
+    check_address(cluster)
     return RayExecutor(cluster, target=target, workers=workers if cluster == "local" and workers > 0 else None,
                        timing_fingerprint=timing_fingerprint)
+
+
+def check_address(cluster: str) -> None:
+    """Refuse a ``--cluster`` value that is no Ray address before any work (ClusterError)."""
+    host, _, port = cluster.removeprefix("ray://").rpartition(":")
+    if cluster in ("local", "auto") or (host and port.isdigit() and " " not in cluster):
+        return
+    raise ClusterError(f"--cluster expects local, auto, ray://HOST:PORT or HOST:PORT, got {cluster!r}")
 
 
 def ray_available() -> bool:
@@ -379,4 +386,4 @@ def ray_available() -> bool:
 
 
 __all__ = ["Task", "Outcome", "Executor", "LocalExecutor", "RayExecutor", "ClusterError", "job_key", "open_executor",
-           "run_task", "node_name", "ray_available", "MAX_ATTEMPTS"]
+           "run_task", "node_name", "ray_available", "check_address", "MAX_ATTEMPTS"]

@@ -100,8 +100,8 @@ def load_inputs(paths, log: Callable[[str], None] = lambda m: None) -> Loaded:
         try:
             b = run_pipeline(new_build(f), until="check")
         except PipelineError as e:
-            out.problems.extend(_diag_line(d, f) for d in e.diagnostics if d.is_error()) if e.diagnostics else \
-                out.problems.append(f"{f}: {e}")
+            lines = [_diag_line(d, f) for d in e.diagnostics if d.is_error]
+            out.problems.extend(lines or [f"{f}: {e}"])
             continue
         except (ModelImportError, UsageError, OSError) as e:
             out.problems.append(f"{f}: {e}")
