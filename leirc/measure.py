@@ -82,7 +82,11 @@ class Paired:
 
     @property
     def speedup(self) -> float:
-        return 1.0 / self.ratio
+        """``a_ms / b_ms``: the quotient of the two times printed next to it, so a screen
+        showing both times and this ratio never contradicts itself. (:attr:`ratio`, the
+        median of the per-round ratios, is what decisions use: one disturbed round does not
+        move it; :meth:`quotient_is_consistent` says whether the two agree.)"""
+        return self.a_ms / self.b_ms if self.a_ms and self.b_ms else 1.0 / self.ratio
 
     def beats(self, min_gain: float, max_noise: float = 0.5) -> bool:
         """b is faster than a beyond the noise of this comparison."""

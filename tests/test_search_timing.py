@@ -80,7 +80,10 @@ def is_root(text):
 def test_paired_ratio_and_spread():
     p = paired_from_rounds([[2.0, 2.1], [2.0], [2.2], [2.0]], [[1.0], [1.0], [1.1], [3.0]])
     assert p.ratios == pytest.approx((0.5 / 1.025, 0.5, 0.5, 1.5))
-    assert p.ratio == pytest.approx(0.5) and p.rounds == 4 and p.speedup == pytest.approx(2.0)
+    assert p.ratio == pytest.approx(0.5) and p.rounds == 4
+    # the printed speedup is the quotient of the two printed times (#29), not 1 / the median ratio
+    assert p.a_ms == pytest.approx(2.025) and p.b_ms == pytest.approx(1.05)
+    assert p.speedup == pytest.approx(2.025 / 1.05) and p.quotient_is_consistent()
     assert 0 < p.spread < 0.1  # one disturbed round does not make the comparison noise
     assert p.beats(0.03) and not paired_from_rounds([[1.0]] * 4, [[0.99]] * 4).beats(0.03)
     back = Paired.from_json(p.to_json())

@@ -239,10 +239,10 @@ class SearchResult:
         if self.best is self.root:
             return 1.0
         if self.confirmation is not None:
-            return self.confirmation.speedup
-        if self.best.rel:
-            return 1.0 / self.best.rel
-        return (self.root.ms / self.best.ms) if self.root.ms and self.best.ms else 1.0
+            return self.confirmation.speedup  # root_ms / best_ms: the quotient of the times printed with it
+        if self.root.ms and self.best.ms:
+            return self.root.ms / self.best.ms
+        return 1.0 / self.best.rel if self.best.rel else 1.0
 
     @property
     def speedup_spread(self) -> Optional[float]:
@@ -289,7 +289,7 @@ class SearchResult:
         same = ", the best's program" if n.fingerprint == self.best.fingerprint else ""
         if n.pair is not None and n.base is self.root:
             return [f"  {label:14} {n.pair.b_ms:.4g} ms  x{n.pair.speedup:.3g} +-{100 * n.pair.spread:.2g}% "
-                    f"(interleaved with the input{same})"]
+                    f"(interleaved with the input at {n.pair.a_ms:.4g} ms{same})"]
         return [f"  {label:14} {n.ms:.4g} ms  x{self.root.ms / n.ms:.3g} (one timing"
                 f"{'' if n.accepted else ', not beyond the noise of the input'}{same})"]
 
