@@ -168,6 +168,9 @@ RESERVED_SYMBOLS = {
 #: see :mod:`leirc.lower.libm` (f64 and CUDA keep TVM's intrinsics)
 INLINE_LIBM = {"exp": exp_f32, "erf": erf_f32, "sigmoid": sigmoid_f32, "tanh": tanh_f32, "log": log_f32}
 
+#: CPU bf16: nodes up to which an expression is rounded to bf16 after every operation
+#: (see ``_ExprLowerer._round_bf16``; about eight nested operations)
+BF16_ROUND_LIMIT = 4096
 #: unrolled code-size budget (statement copies) for ``U`` loops
 UNROLL_BUDGET = 256
 #: bytes one block may use of one shared tensor (static shared memory) / one thread of a local tensor
@@ -903,7 +906,7 @@ class Lowerer:
             return tirx.const(bool(val > 0) if math.isinf(val) else bool(val), "bool")
         if math.isinf(val):
             if is_float(dt):
-                return tirx.infinity(tv) if val > 0 else -tirx.infinity(tv)
+                return _infinity(tirx, dt, val > 0)
             return tirx.max_value(tv) if val > 0 else tirx.min_value(tv)
         return tirx.const(float(val) if is_float(dt) else int(val), tv)
 
@@ -950,6 +953,8 @@ class _ExprLowerer:
         self.tdt = tdt
         self.st = st
         self.index_dt: Optional[str] = None  # subscript type while lowering a subscript
+        #: TVM's bf16 passes fail on a Let inside a bf16 value (CPU): repeat subtrees instead
+        self.no_lets = not low.gpu and _mentions_bf16(st)
 
     # entry points
     def top(self, e: A.Expr):
@@ -1001,8 +1006,10 @@ class _ExprLowerer:
             return tirx.const(bool(value), "bool")
         if is_float(dt):
             if isinstance(value, float) and math.isinf(value):
-                inf = tirx.infinity(DTYPES[dt])
-                return inf if value > 0 else -inf
+                return _infinity(tirx, dt, value > 0)
+            if dt == "bf16":
+                # TVM computes bf16 in f32 and would keep the literal's f32 value
+                value = float(_np_float("bf16")(value))
             return tirx.FloatImm(DTYPES[dt], float(value))
         return tirx.IntImm(DTYPES[dt], int(value))
 
@@ -1089,11 +1096,14 @@ class _ExprLowerer:
         if op in ("+", "-", "*"):
             return self.arith(op, x, y, comp)
         if op == "/":
-            return tirx.Div(x, y)
+            return self.float_op("/", x, y, comp) if is_float(comp) else tirx.Div(x, y)
         if op in ("//", "%"):
             if is_float(comp):
-                q = tirx.floor(tirx.Div(x, y))
-                return q if op == "//" else tirx.Sub(x, tirx.Mul(q, y))
+                lets: list = []  # x and y are used twice by %: bound once
+                x, y = self._shared(x, DTYPES[comp], lets), self._shared(y, DTYPES[comp], lets)
+                q = self.unary_float(tirx.floor, comp, self.float_op("/", x, y, comp))
+                r = q if op == "//" else self.float_op("-", x, self.float_op("*", q, y, comp), comp)
+                return self._with_lets(r, lets)
             f = tirx.floordiv if op == "//" else tirx.floormod
             if isinstance(e.rhs, A.Const) and e.rhs.is_int and e.rhs.value != 0:
                 return f(x, y)
@@ -1139,11 +1149,63 @@ class _ExprLowerer:
         wrapping instruction. In CUDA C unsigned arithmetic wraps, but ``u16 * u16`` is
         promoted to (signed) ``int`` and can overflow it: it is computed in ``uint``."""
         tirx = self.tirx
+        if is_float(comp):
+            return self.float_op(op, x, y, comp)
         f = {"+": tirx.Add, "-": tirx.Sub, "*": tirx.Mul}[op]
         wide = _wrap_type(op, comp, self.low.gpu)
         if wide is None:
             return f(x, y)
         return tirx.Cast(DTYPES[comp], f(tirx.Cast(wide, x), tirx.Cast(wide, y)))
+
+    def float_op(self, op: str, x, y, comp: str):
+        """Float ``x op y`` (``+ - * /``) rounded once, in ``comp``, as the interpreter does.
+
+        CPU only, two places where TVM's LLVM code would round differently:
+
+        * f16/bf16: TVM computes a chain of narrow operations in f32 and rounds only where
+          it stores (``(x + x) - x`` is ``x`` for an f16 ``x`` near 65504, not inf). Each
+          operation is computed in f32 and rounded back here: exact, since f32 carries
+          more than twice their precision plus two bits.
+        * a product that is an operand of ``+``/``-`` goes through ``llvm.arithmetic.fence``:
+          TVM lets LLVM contract ``a*b + c`` into one fused multiply-add (one rounding
+          instead of two, and a product that overflows to inf turns finite), which changes
+          values and special values alike; the fence costs the FMA and nothing else."""
+        tirx = self.tirx
+        f = {"+": tirx.Add, "-": tirx.Sub, "*": tirx.Mul, "/": tirx.Div}[op]
+        if self.low.gpu:
+            return f(x, y)
+        if comp in ("f16", "bf16"):
+            x32, y32 = tirx.Cast("float32", x), tirx.Cast("float32", y)
+            r = f(x32, y32)
+            if comp == "bf16" and _tree_size(r, BF16_ROUND_LIMIT) <= BF16_ROUND_LIMIT:
+                r = self._round_bf16(r)
+            return tirx.Cast(DTYPES[comp], r)
+        if op in ("+", "-"):
+            x, y = self._fence(x, comp), self._fence(y, comp)
+        return f(x, y)
+
+    def _round_bf16(self, r):
+        """The f32 ``r`` rounded to the nearest bf16 (ties to even), still in f32.
+        TVM's bf16 legalization drops a ``bf16(f32(.))`` pair inside an expression, so the
+        rounding is spelled out on the bits (what the legalization itself does at a store;
+        overflow gives inf, and a NaN stays NaN: its high mantissa bits are set). ``r``
+        occurs twice: TVM's bf16 passes fail on a ``Let`` inside a bf16 value, so the tree
+        doubles per nested operation, and beyond :data:`BF16_ROUND_LIMIT` nodes an
+        operation keeps f32 precision (docs/language.md §8)."""
+        tirx = self.tirx
+        u32 = "uint32"
+        bits = tirx.reinterpret(u32, r)
+        lsb = tirx.bitwise_and(tirx.shift_right(bits, tirx.const(16, u32)), tirx.const(1, u32))
+        rounded = tirx.bitwise_and(bits + tirx.const(0x7FFF, u32) + lsb, tirx.const(0xFFFF0000, u32))
+        return tirx.reinterpret("float32", rounded)
+
+    def _fence(self, v, comp: str):
+        """``v`` behind ``llvm.arithmetic.fence`` when it is a product (see :meth:`float_op`;
+        CPU, f32/f64)."""
+        tirx = self.tirx
+        if not self.low.gpu and comp in ("f32", "f64") and isinstance(v, tirx.Mul):
+            return tirx.call_llvm_pure_intrin(DTYPES[comp], "llvm.arithmetic.fence", v)
+        return v
 
     def _shared(self, v, dtype: str, lets: list):
         """``v`` for use in several places: leaves as they are, anything else bound once
@@ -1153,7 +1215,7 @@ class _ExprLowerer:
         # such as ``f32(0)`` stays visible, so its NaN test folds instead of becoming a
         # CUDA bit cast of a literal, which has no address)
         if (isinstance(v, (tirx.Var, tirx.IntImm, tirx.FloatImm)) or type(v).__name__ in ("BufferLoad", "TensorLoad")
-                or _tir_constant(v)):
+                or _tir_constant(v) or self.no_lets):
             return v
         var = tirx.Var(f"nan_op{len(lets)}", dtype)
         lets.append((var, v))
@@ -1170,6 +1232,10 @@ class _ExprLowerer:
         (TVM's CUDA code takes the address of the operand of a bit cast, which a literal
         has not; its LLVM code rejects a bit cast of integer 0 to a non-pointer)."""
         tirx = self.tirx
+        if comp == "bf16" and not self.low.gpu:
+            # TVM's LLVM path computes bf16 in f32 (BF16ComputeLegalize) and rejects a bf16
+            # bit cast there: the same value behind an f32 cast (bf16 -> f32 is exact)
+            return tirx.Cast("bfloat16", self._opaque(tirx.Cast("float32", v), "f32", const))
         bits = DTYPE_BYTES[comp] * 8
         if const is None and isinstance(v, tirx.FloatImm):
             const = v.value
@@ -1179,10 +1245,13 @@ class _ExprLowerer:
         return tirx.reinterpret(DTYPES[comp], tirx.reinterpret(f"uint{bits}", v))
 
     def _guard_float_folding(self, e: A.BinOp, x, y, comp: str):
-        """TVM's simplifier folds float ``x - x`` and ``x * 0`` to 0 and cancels terms such
-        as ``(x + y) - y``, which is wrong when ``x`` is NaN or infinite. Where the LEIR
-        operands could give it such a pattern (one occurs inside the other, or an operand
-        is the constant 0), one operand is made opaque (:meth:`_opaque`)."""
+        """TVM's simplifier folds float ``x - x`` and ``x * 0`` to 0, cancels ``(x + y) - y``,
+        ``(x + y) - x`` and ``x - (x + y)`` (a literal counts: ``(x + 1) - 1``, ``x + inf - inf``)
+        and folds constant operations in double. All of these change values (NaN, inf,
+        -0.0, rounding), so where the operands could give it such a pattern, one operand is
+        made opaque (:meth:`_opaque`): the constant 0, an operand that occurs in the other,
+        two constants. Cancellations are decided on the lowered operands as TVM will see
+        them (fenced products, operands already made opaque below them)."""
         def zero(n):  # the signed zero ``n`` is (0.0 or -0.0), else None
             if isinstance(n, A.Const) and n.value == 0:
                 return math.copysign(0.0, n.value) if isinstance(n.value, float) else 0.0
@@ -1191,13 +1260,38 @@ class _ExprLowerer:
                 return None if z is None else -z
             return None
 
+        if e.op in ("+", "-"):
+            x, y = self._fence(x, comp), self._fence(y, comp)
         zl, zr = zero(e.lhs), zero(e.rhs)
         if zl is not None or zr is not None:
-            return (x if zl is None else self._opaque(x, comp, zl),
-                    y if zr is None else self._opaque(y, comp, zr))
-        if _occurs_in(e.rhs, e.lhs) or _occurs_in(e.lhs, e.rhs):
-            return x, self._opaque(y, comp)
+            x = x if zl is None else self._opaque(x, comp, zl)
+            y = y if zr is None else self._opaque(y, comp, zr)
+        elif _tir_constant(x) and _tir_constant(y):
+            # TVM folds constants in double (``2048 + 1 - 2048`` is 1, not 0, in f16);
+            # behind the cast LLVM folds them in the dtype, as the interpreter computes
+            y = self._opaque(y, comp)
+        elif e.op != "-" and (_occurs_in(e.rhs, e.lhs) or _occurs_in(e.lhs, e.rhs)):
+            y = self._opaque(y, comp)
+        if e.op == "-":
+            for _ in range(3):  # an opaque form may itself occur on the other side
+                if not self._cancels(x, y):
+                    break
+                y = self._opaque(y, comp)
         return x, y
+
+    def _cancels(self, x, y) -> bool:
+        """TVM's float cancellation rules would match ``x - y`` once the identities
+        ``v * 1``, ``1 * v``, ``v / 1`` (which it drops) are gone: ``(a + b) - b``,
+        ``(a + b) - a``, ``a - (a + b)``, ``a - (b + a)``, ``a - a``. They are compared on
+        the lowered TIR, so a literal counts (``(x + 1.0) - 1.0``, ``x + inf - inf``)."""
+        tirx = self.tirx
+        from tvm_ffi import structural_equal as same  # noqa: PLC0415 - TVM's FFI, loaded with TVM
+        px, py = _peel_identities(tirx, x), _peel_identities(tirx, y)
+        if same(px, py):
+            return True
+        if isinstance(px, tirx.Add) and (same(px.a, py) or same(px.b, py)):
+            return True
+        return isinstance(py, tirx.Add) and (same(py.a, px) or same(py.b, px))
 
     def isnan(self, v, comp: str):
         """``v`` is NaN. LLVM: ``tirx.isnan`` (``fcmp uno``; made vectorizable in
@@ -1234,6 +1328,11 @@ class _ExprLowerer:
             return tirx.Or(x, y) if f == "max" else tirx.And(x, y)
         if not is_float(comp):
             return tirx.Max(x, y) if f == "max" else tirx.Min(x, y)
+        if comp == "bf16" and not self.low.gpu:
+            # TVM's bf16 legalization retypes a Let's value to f32 but not its variable
+            # (the build fails): compare in f32, exact for bf16 values
+            r = self.minmax(f, tirx.Cast("float32", x), tirx.Cast("float32", y), "f32")
+            return tirx.Cast("bfloat16", r)
         lets: list = []
         a, b = self._shared(x, DTYPES[comp], lets), self._shared(y, DTYPES[comp], lets)
         pick_b = tirx.GT(b, a) if f == "max" else tirx.LT(b, a)
@@ -1261,6 +1360,8 @@ class _ExprLowerer:
         ``oeq``). ``<`` and ``>`` are already right (ordered, and ``x < x`` folds to false).
         """
         tirx = self.tirx
+        if comp == "bf16" and not self.low.gpu:  # (see :meth:`minmax`)
+            return self.float_compare(op, tirx.Cast("float32", x), tirx.Cast("float32", y), "f32")
         lets: list = []
         a, b = self._shared(x, DTYPES[comp], lets), self._shared(y, DTYPES[comp], lets)
         if op == "!=":
@@ -1317,10 +1418,47 @@ class _ExprLowerer:
         }
         if f in fns:
             x = self.expr(e.args[0], comp)
-            if not self.low.gpu and comp != "f64" and f in INLINE_LIBM:
+            # (bf16: the inline forms bind their argument by a Let, which TVM's bf16 passes
+            # miscompile -- sigmoid gave 1 everywhere -- or reject)
+            if not self.low.gpu and comp not in ("f64", "bf16") and f in INLINE_LIBM:
                 return self.unary_float(partial(INLINE_LIBM[f], tirx), comp, x)
             return self.unary_float(fns[f], comp, x)
         raise LowerFailure(f"unknown function '{f}'", e.span)
+
+
+def _mentions_bf16(st) -> bool:
+    """The statement stores, reads or casts to bf16."""
+    if st.target.dtype == "bf16":
+        return True
+    return st.value is not None and any(
+        (isinstance(n, A.Access) and n.dtype == "bf16") or (isinstance(n, A.Call) and n.func == "bf16")
+        for n in A.walk(st.value))
+
+
+def _tree_size(v, limit: int) -> int:
+    """Nodes of the PrimExpr ``v`` counted as a tree (shared subtrees once per use), up to
+    just past ``limit``."""
+    n, stack = 0, [v]
+    while stack and n <= limit:
+        x = stack.pop()
+        n += 1
+        for k in ("a", "b", "value", "condition", "true_value", "false_value"):
+            c = getattr(x, k, None)
+            if c is not None and not isinstance(c, (int, float, str)):
+                stack.append(c)
+        args = getattr(x, "args", None)
+        if args is not None:
+            stack.extend(args)
+    return n
+
+
+def _infinity(tirx, dt: str, positive: bool):
+    """``±inf`` in float dtype ``dt`` (TVM has no bf16 infinity: a cast of f32's, exact)."""
+    if dt == "bf16":
+        inf = tirx.infinity("float32")
+        return tirx.Cast("bfloat16", inf if positive else -inf)
+    inf = tirx.infinity(DTYPES[dt])
+    return inf if positive else -inf
 
 
 def _np_float(dt: str):
@@ -1341,6 +1479,23 @@ def _tir_constant(v) -> bool:
     kids = [getattr(v, k) for k in ("a", "b", "value", "condition", "true_value", "false_value") if hasattr(v, k)]
     kids += list(getattr(v, "args", ()) or ())
     return bool(kids) and all(_tir_constant(k) for k in kids)
+
+
+def _peel_identities(tirx, v):
+    """``v`` without the float identities TVM's simplifier removes (``v * 1``, ``1 * v``,
+    ``v / 1``): the operand the cancellation rules then see."""
+    def one(n):
+        return isinstance(n, tirx.FloatImm) and n.value == 1.0
+
+    while True:
+        if isinstance(v, tirx.Mul) and one(v.b):
+            v = v.a
+        elif isinstance(v, tirx.Mul) and one(v.a):
+            v = v.b
+        elif isinstance(v, tirx.Div) and one(v.b):
+            v = v.a
+        else:
+            return v
 
 
 def _occurs_in(needle: A.Expr, hay: A.Expr) -> bool:
