@@ -44,7 +44,7 @@ SHIFT = r"""\kernel shift(X: f32[16, 64]) -> (Y: f32[16, 64]) {
 """
 GEN = GenOptions(seed=5, shapes=1, per_strategy=1, strategies=("loop_split",), repeat=1, compare_compiled=False,
                  verify_seeds=(0,))
-TUNE = TuneOptions(budget=1, proposers=("o1",), threads=1)
+TUNE = TuneOptions(budget=1, proposers=("o2",), threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +191,7 @@ def test_batch_tune_on_two_nodes_survives_a_node_kill_and_equals_a_local_run(clu
 @pytest.mark.slow
 def test_killed_driver_resumes_without_duplicates_or_losses(cluster, kernels, tmp_path):
     out = tmp_path / "resumed"
-    cmd = [sys.executable, "-m", "leirc.cli.cmd_tune", str(kernels), "--budget", "1", "--proposer", "o1",
+    cmd = [sys.executable, "-m", "leirc.cli.cmd_tune", str(kernels), "--budget", "1", "--proposer", "o2",
            "--threads", "1", "--cluster", cluster.address, "-o", str(out), "-q"]
     p = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
@@ -213,9 +213,9 @@ def test_killed_driver_resumes_without_duplicates_or_losses(cluster, kernels, tm
     from leirc.cli import cmd_tune
 
     # without --resume the directory is refused rather than mixed
-    assert cmd_tune.main([str(kernels), "--budget", "1", "--proposer", "o1", "--threads", "1", "-o", str(out),
+    assert cmd_tune.main([str(kernels), "--budget", "1", "--proposer", "o2", "--threads", "1", "-o", str(out),
                           "-q"]) == 2
-    rc = cmd_tune.main([str(kernels), "--budget", "1", "--proposer", "o1", "--threads", "1", "--cluster",
+    rc = cmd_tune.main([str(kernels), "--budget", "1", "--proposer", "o2", "--threads", "1", "--cluster",
                         cluster.address, "-o", str(out), "--resume", "-q"])
     assert rc == 0
     after = ResultsDB(str(out)).records()
