@@ -150,6 +150,11 @@ class Job:
     verification: object = None  # VerifyReport (oracle "interpreter" for .leir, "torch" for .py)
     timing: dict = field(default_factory=dict)  # name -> ms (leirc, eager, compile)
     timing_errors: dict = field(default_factory=dict)
+    #: what the optimizer already measured of ``current`` (``-O search``: the winner's
+    #: Evaluation, verified against the original in its own build, and the interleaved
+    #: confirmation against the input): reused so the winner is verified once
+    evaluation: object = None
+    confirmation: object = None  # leirc.measure.Paired: a = the input, b = current
 
     @property
     def optimized(self) -> bool:
@@ -282,6 +287,9 @@ def optimize_pass(b: Build) -> Build:
         t0 = time.perf_counter()
         res = opt.optimize(j.original, b.options.target)
         j.steps, j.opt_log = list(res.steps), list(res.log)
+        searched = getattr(res, "result", None)  # -O search: its SearchResult
+        if searched is not None and searched.best is not searched.root:
+            j.evaluation, j.confirmation = searched.best.evaluation, searched.confirmation
         if res.kernel is not j.original.kernel:
             nr = check_kernel(res.kernel)
             nr.diagnostics = [d.with_file(b.file) for d in nr.diagnostics]
@@ -356,16 +364,41 @@ def verify_pass(b: Build) -> Build:
         t0 = time.perf_counter()
         if b.kind == "py":
             _verify_against_module(b, j)
-        else:
+        elif not _reuse_verification(b, j):
             _verify_against_interpreter(b, j)
         b.log(f"verify {j.name}: {time.perf_counter() - t0:.1f} s")
     return b
 
 
-def _verify_target(b: Build) -> str:
-    if b.options.target != "llvm":
-        b.note(f"the verify pass runs the program compiled for llvm (this machine runs no {b.options.target} kernels)")
-    return "llvm"
+def _reuse_verification(b: Build, j: Job) -> bool:
+    """The optimizer's own verification of exactly this program against the original, on
+    this target, on at least this pass's grid (the search verifies every candidate so before
+    timing it): the winner is not built and verified a second time."""
+    from .engine.evaluate import target_fingerprint
+    from .lang.canonical import fingerprint
+
+    e = j.evaluation
+    if e is None or not e.ok or e.verify is None or e.fingerprint != fingerprint(j.current.kernel):
+        return False
+    rep = e.verify
+    if e.target != target_fingerprint(_verify_target(b, quiet=True)) or not rep.equal:
+        return False
+    if not set(LEIR_VERIFY_DISTS) <= set(rep.dists) or not (set(LEIR_VERIFY_SEEDS) <= set(rep.seeds) or rep.seeds_skipped):
+        return False
+    j.verification = rep
+    _verify_target(b)
+    b.note(f"verified {j.name} on {rep.target or 'llvm'} by the search, in the winner's own build (seeds "
+           f"{','.join(map(str, rep.seeds))}; {', '.join(rep.dists)}): max_abs_err={rep.max_abs_err:.3g}, "
+           f"norm_rel_err={rep.norm_rel_err:.3g}")
+    return True
+
+
+def _verify_target(b: Build, quiet: bool = False) -> str:
+    if b.options.target == "cuda":
+        if not quiet:
+            b.note("the verify pass runs the program compiled for llvm (this machine runs no cuda kernels)")
+        return "llvm"
+    return b.options.target
 
 
 def _verify_against_interpreter(b: Build, j: Job) -> None:

@@ -226,7 +226,9 @@ def _build(msg: dict, send) -> _Built | None:
     log = os.environ.get("LEIRC_WORKER_BUILD_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as f:
-            f.write(f"{kernel.name} {os.getpid()}\n")
+            from ..lang.canonical import fingerprint  # which program: tests count builds per program
+
+            f.write(f"{kernel.name} {os.getpid()} {fingerprint(kernel)}\n")
     t0 = time.perf_counter()
     try:
         built = build(res, msg.get("target", "llvm"), **kw)
