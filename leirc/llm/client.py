@@ -14,6 +14,7 @@ outside the ``except`` block, so no chained exception carries the original messa
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import email.utils
 import json
 import math
@@ -50,6 +51,8 @@ class Completion:
     attempts: int
     truncated: bool = False
     estimated: bool = False  # token counts guessed (len/4): the server reported no usage
+    reasks: int = 0  # answers refused by the caller's check before this one (each re-asked)
+    refusals: tuple = ()  # their reasons, in order
 
 
 def _bucket() -> dict:
@@ -74,6 +77,8 @@ class Usage:
     completion_tokens: int = 0
     estimated_calls: int = 0
     retry_wait_seconds: float = 0.0
+    reasks: int = 0  # questions asked again after a refused answer
+    refusals: dict = field(default_factory=dict)  # reason -> answers refused (and re-asked for)
     by_model: dict = field(default_factory=dict)
     by_purpose: dict = field(default_factory=dict)
 
@@ -106,6 +111,14 @@ class Usage:
                 b["calls"] += 1
                 b["failed_calls"] += 1
 
+    def record_refusal(self, model: str, purpose: str, reason: str) -> None:
+        """An answer the caller's check refused, and re-asked for."""
+        with self._lock:
+            self.reasks += 1
+            self.refusals[reason] = self.refusals.get(reason, 0) + 1
+            for b in self._buckets(model, purpose):
+                b["refused"] = b.get("refused", 0) + 1
+
     def record_retry(self, wait: float) -> None:
         with self._lock:
             self.retries += 1
@@ -117,6 +130,7 @@ class Usage:
                     "retries": self.retries, "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens, "estimated_calls": self.estimated_calls,
                     "retry_wait_seconds": round(self.retry_wait_seconds, 3),
+                    "reasks": self.reasks, "refusals": dict(sorted(self.refusals.items())),
                     "by_model": {k: dict(v) for k, v in sorted(self.by_model.items())},
                     "by_purpose": {k: dict(v) for k, v in sorted(self.by_purpose.items())}}
 
@@ -251,7 +265,40 @@ class LLMClient:
             return self._ensemble_rng.choices(models, weights=self.config.weights)[0]
 
     # -- chat -----------------------------------------------------------------------------------
-    def chat(self, messages: list[dict], *, model: Optional[str] = None, purpose: str = "") -> Completion:
+    def chat(self, messages: list[dict], *, model: Optional[str] = None, purpose: str = "",
+             check: Optional[Callable[[str], object]] = None) -> Completion:
+        """One answer. With ``check`` (raises :class:`leirc.llm.parse.Rejected` for an answer
+        the caller cannot use: prose, malformed JSON, the wrong shape; see
+        :func:`leirc.llm.reask.answer_check`), a refused answer is followed by up to
+        ``config.reasks`` new questions, each the conversation so far plus the model's answer
+        and the reason it was refused, as Step-TP and Autocomp re-sample. Every refusal is
+        counted (``usage.refusals``) and logged; the answer returned is the first accepted
+        one, else the last one (the caller refuses it as before). An endpoint failure
+        (after the HTTP retries) raises as before: a re-ask would hit the same failure."""
+        from .reask import Rejected, feedback_messages
+
+        done = self._chat_once(messages, model=model, purpose=purpose)
+        if check is None:
+            return done
+        refusals: list[str] = []
+        for n in range(self.config.reasks + 1):
+            try:
+                check(done.text)
+            except Rejected as e:
+                if n == self.config.reasks:
+                    break
+                refusals.append(e.reason)
+                self.usage.record_refusal(done.model, purpose, e.reason)
+                self._log(f"llm: {done.model}{_for(purpose)}: answer refused ({e.reason}"
+                          f"{': ' + e.detail.splitlines()[0][:160] if e.detail else ''}); re-asking with the reason "
+                          f"({n + 1}/{self.config.reasks})")
+                messages = feedback_messages(messages, done.text, e)
+                done = self._chat_once(messages, model=done.model, purpose=purpose)
+                continue
+            break
+        return done if not refusals else dataclasses.replace(done, reasks=len(refusals), refusals=tuple(refusals))
+
+    def _chat_once(self, messages: list[dict], *, model: Optional[str] = None, purpose: str = "") -> Completion:
         if self._closed:
             raise RuntimeError("this LLMClient is closed")
         _check_messages(messages)
@@ -259,13 +306,16 @@ class LLMClient:
         c = self.config
         start = time.monotonic()
         key = cache_key(model, messages, c.temperature, c.max_tokens, c.seed)
-        if self._cache is not None:
+        if self._cache is not None and c.cache_mode == "use":
             hit = self._cache.get(key)
             if hit is not None:
                 done = Completion(hit.text, model, hit.prompt_tokens, hit.completion_tokens, cached=True,
                                   seconds=time.monotonic() - start, attempts=0, truncated=hit.truncated,
                                   estimated=hit.estimated)
                 self.usage.record_answer(model, purpose, done)
+                # said every time: a bad answer in the cache would otherwise replay unnoticed
+                self._log(f"llm: {model}{_for(purpose)}: answer from the cache {c.cache} (key {key[:12]}; "
+                          "cache_mode = \"refresh\" asks the endpoint again)")
                 return done
         if c.offline:
             self.usage.record_failure(model, purpose)
@@ -285,8 +335,10 @@ class LLMClient:
         self.usage.record_answer(model, purpose, done)
         return done
 
-    def chat_many(self, requests: list[tuple[list[dict], Optional[str], str]]) -> list:
-        """Each ``(messages, model, purpose)`` answered, in order: a Completion or the LLMError it raised."""
+    def chat_many(self, requests: list[tuple[list[dict], Optional[str], str]], *,
+                  check_for: Optional[Callable[[str], Optional[Callable[[str], object]]]] = None) -> list:
+        """Each ``(messages, model, purpose)`` answered, in order: a Completion or the LLMError it
+        raised. ``check_for(purpose)`` gives each request's ``check`` (see :meth:`chat`)."""
         if not requests:
             return []
         # models are chosen here, in request order, so an ensemble's picks do not depend on thread timing
@@ -295,7 +347,8 @@ class LLMClient:
         def one(job):
             msgs, model, purpose = job
             try:
-                return self.chat(msgs, model=model, purpose=purpose)
+                return self.chat(msgs, model=model, purpose=purpose,
+                                 check=check_for(purpose) if check_for is not None else None)
             except LLMError as e:
                 return e
 

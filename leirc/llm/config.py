@@ -21,6 +21,7 @@ from typing import Any, Optional
 from urllib.parse import urlparse
 
 MODES = ("steptp", "autocomp", "htam")
+CACHE_MODES = ("use", "refresh")
 
 ERROR_KINDS = ("timeout", "rate_limited", "server", "connection", "auth", "bad_request", "bad_response",
                "cache_miss", "config", "missing_package")
@@ -85,6 +86,12 @@ class LLMConfig:
     offline: bool = False
     seed: int = 0
     mode: str = "steptp"
+    #: how many times a caller that checks answers (``chat(check=...)``) re-asks after an
+    #: answer it refused, each time telling the model why (0: never)
+    reasks: int = 2
+    #: "use": answer from the cache when it has the prompt; "refresh": always ask the endpoint
+    #: (and store its answers), so a bad cached answer is not replayed
+    cache_mode: str = "use"
 
     def __post_init__(self):
         # normalise sequences so a config built from JSON lists equals one built from tuples
@@ -149,6 +156,11 @@ def _validate(c: LLMConfig) -> None:
     _number(c, "max_tokens", int, lambda x: x >= 1, "an integer >= 1")
     _number(c, "max_response_chars", int, lambda x: x >= 1, "an integer >= 1")
     _number(c, "seed", int, lambda x: True, "an integer")
+    _number(c, "reasks", int, lambda x: x >= 0, "an integer >= 0")
+    if c.cache_mode not in CACHE_MODES:
+        bad(f"cache_mode must be one of {', '.join(CACHE_MODES)}, got {c.cache_mode!r}")
+    if c.offline and c.cache_mode == "refresh":
+        bad("offline mode answers only from the cache: it cannot refresh it (cache_mode = \"refresh\")")
     for name in ("stream", "offline"):
         if not isinstance(getattr(c, name), bool):
             bad(f"{name} must be true or false, got {getattr(c, name)!r}")
@@ -198,7 +210,7 @@ def _coerce(name: str, value: Any) -> Any:
             return float(value)
         except ValueError:
             raise LLMError("config", f"{name} must be a number, got {value!r}") from None
-    if name in ("max_retries", "concurrency", "max_tokens", "max_response_chars", "seed"):
+    if name in ("max_retries", "concurrency", "max_tokens", "max_response_chars", "seed", "reasks"):
         try:
             return int(value)
         except ValueError:
