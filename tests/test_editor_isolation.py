@@ -174,7 +174,8 @@ async def test_leirc_lsp_and_its_processes_never_import_the_workspace(workspace)
             if not title.startswith(("⏳", "▶")):
                 break
             await asyncio.sleep(0.1)
-        assert title.startswith("✓"), title
+        # the criterion that decided against its bound, and how much that proves (issue #33, item 4)
+        assert title.startswith("✓ equal (") and ("normwise" in title or "bitwise" in title) and "tested" in title, title
 
         client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"leirc": {
             "trusted": False, "rpcTracker": "127.0.0.1:9", "rpcKey": "a100", "llmBaseUrl": "http://127.0.0.1:9/v1",

@@ -125,7 +125,10 @@ async def test_run_on_a_device_of_an_rpc_tracker(rpc_client, tmp_path_factory):
         # a key no server has: a clear failure on the lens, the server goes on
         rpc_client.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"leirc": {
             "rpcKey": "nobody"}}))
-        await rpc_client.workspace_execute_command_async(T.ExecuteCommandParams(command="leirc.runOnDevice",
-                                                                                arguments=[uri, "rowsum"]))
+        res = await rpc_client.workspace_execute_command_async(T.ExecuteCommandParams(command="leirc.runOnDevice",
+                                                                                      arguments=[uri, "rowsum"]))
+        # told apart from a refused connection, before anything is built (issue #33)
+        assert res["started"] is False and res["problem"] == "unknown-key", res
         title = await device_lens(rpc_client, uri)
-        assert title.startswith("llvm via nobody@") and "✗ rpc" in title and "no server for key 'nobody'" in title, title
+        assert title.startswith("llvm via nobody@") and "✗ rpc" in title and "no device for key 'nobody'" in title, title
+        assert "lsp-test" in res["error"]  # the keys it does serve

@@ -6,8 +6,10 @@ timeout, so a kernel that crashes or hangs (the engine's worker processes alread
 contain most failures) can never take the server down or block its event loop.
 
 Request: ``{"text", "kernel", "reference" (text or null), "target", "threads", "time", "rpc"
-(null, or ``{"tracker": "HOST:PORT", "key"}``: run and time on a server of that tracker)}``.
-Reply: :func:`leirc.ide.inline.outcome` of the evaluation.
+(null, or ``{"tracker": "HOST:PORT", "key"}``: run and time on a server of that tracker),
+"numerics" (the numerics class of the step that made the text, or null)}``.
+Reply: :func:`leirc.ide.inline.outcome` of the evaluation, with the normwise bound of the
+kernel's outputs (the criterion that decides equality).
 """
 
 from __future__ import annotations
@@ -38,11 +40,26 @@ def main() -> int:
             before = None
             if reference is not None and result.ok and req.get("time", True):
                 before = ev.evaluate(reference, kernel=req.get("kernel"))
-            out = outcome(result, before)
+            out = outcome(result, before, norm_bound=_norm_bound(req["text"], req.get("kernel")),
+                          numerics=req.get("numerics"))
         except ValueError as e:  # e.g. the reference does not check
-            out = {"ok": False, "error_kind": "illegal", "error": str(e).splitlines()[0] if str(e) else "invalid"}
+            out = {"ok": False, "error_kind": "illegal", "error": str(e).splitlines()[0] if str(e) else "invalid",
+                   "detail": str(e) or None}
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
+
+
+def _norm_bound(text: str, kernel):
+    """The loosest normwise tolerance of the kernel's float outputs (what equality is judged
+    by before the arithmetic bound widens it), or None."""
+    from leirc.ide.document import Document
+    from leirc.verify.compare import tolerances
+
+    seg = Document(text).segment_of(kernel)
+    if seg is None or seg.kernel is None:
+        return None
+    bounds = [tolerances(p.dtype)[1] for p in seg.kernel.outputs if tolerances(p.dtype)[1] > 0]
+    return max(bounds) if bounds else None
 
 
 if __name__ == "__main__":

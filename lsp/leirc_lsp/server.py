@@ -47,7 +47,8 @@ from leirc.ide import assists, features, suggestions
 from leirc.ide.anchors import contains
 from leirc.ide.document import Document
 from leirc.ide.edits import TextEdit
-from leirc.ide.inline import guarantee, lens_title, run_device
+from leirc.ide.devices import probe_tracker
+from leirc.ide.inline import guarantee, lens_title, lens_tooltip, local_cuda_device, run_device
 from leirc.lang.diagnostics import ERROR, WARNING, Diagnostic
 from leirc.strategies.base import NotApplicable, Step
 
@@ -75,6 +76,7 @@ CMD_SUGGEST = "leirc.suggest"
 CMD_APPLY = "leirc.applyStep"
 CMD_STATS = "leirc.serverStats"
 CMD_RUN_DEVICE = "leirc.runOnDevice"
+STATUS = "leirc/status"  # server -> client notification: {fallbacks: [{what, message, setting}], trusted}
 _TOKENS = itertools.count(1)  # progress tokens: unique for the server's life
 UNTRUSTED = "this folder is not trusted: trust it (Workspace Trust) to build, run and verify kernels"
 
@@ -217,6 +219,9 @@ class LeircServer(LanguageServer):
         self.background: set[asyncio.Task] = set()
         self.pull = False  # diagnostics are pulled by the client (decided at initialize)
         self.memory = None  # the HTAM memory, loaded at the first suggestion
+        #: what is not used and why ("model", "gpu", "tracker" -> {what, message, setting}),
+        #: sent whole as the ``leirc/status`` notification whenever it changes
+        self.fallbacks: dict[str, dict] = {}
         self.memory_key: Optional[tuple] = None
 
     # -- documents ---------------------------------------------------------------
@@ -418,11 +423,71 @@ class LeircServer(LanguageServer):
                 continue
             d = hit[1]
             sp = seg.to_doc(k.span)
+            # the whole story (criterion, bound, runs; or the whole error), not the lens's short title
             out.append(T.Diagnostic(range=lines.range_of(sp.line, sp.col, sp.line, sp.col + len("\\kernel")),
-                                    message=f"{k.name}: {lens_title(d)}" + (f" (vs {d['against']})" if d.get("against") else ""),
+                                    message=f"{k.name}: {lens_tooltip(d)}" + (f" (vs {d['against']})" if d.get("against") else ""),
                                     severity=T.DiagnosticSeverity.Information if d.get("ok") else T.DiagnosticSeverity.Warning,
                                     source="leirc verify", code="verify"))
         return out
+
+    # -- fallbacks -----------------------------------------------------------------
+    def set_fallback(self, what: str, message: str, setting: str) -> None:
+        """Say (once per distinct message) that ``what`` is not used, why, and the setting
+        that changes it: the ``leirc/status`` notification (the editor's status bar and a
+        one-time notification) and the log."""
+        entry = {"what": what, "message": message, "setting": setting}
+        if self.fallbacks.get(what) == entry:
+            return
+        self.fallbacks[what] = entry
+        log.warning("%s not used: %s", what, message)
+        self.send_status()
+
+    def clear_fallback(self, what: str) -> None:
+        if self.fallbacks.pop(what, None) is not None:
+            self.send_status()
+
+    def send_status(self) -> None:
+        try:
+            self.protocol.notify(STATUS, {"fallbacks": list(self.fallbacks.values()),
+                                          "trusted": self.settings.trusted})
+        except Exception:  # no connection yet (or any more): the next change sends it again
+            log.debug("leirc/status not sent")
+
+    async def check_fallbacks(self) -> None:
+        """Find out, from the settings and in seconds, whether the model, the GPU and the
+        tracker the settings name can be used (run when the settings arrive or change)."""
+        loop = asyncio.get_running_loop()
+        if not self.settings.trusted:  # nothing is used in an untrusted folder: said by the editor
+            for what in list(self.fallbacks):
+                self.clear_fallback(what)
+            return
+        try:
+            llm = self.settings.llm()
+            why = None if llm is None else await loop.run_in_executor(None, _llm_unusable, llm)
+        except ValueError as e:
+            llm, why = None, (str(e), "leir.llm.baseUrl")
+        if why is not None:
+            self.set_fallback("model", f"suggestions are ranked offline (cost model): {why[0]}", why[1])
+        else:
+            self.clear_fallback("model")
+        if self.settings.target == "cuda" and not local_cuda_device():
+            self.set_fallback("gpu", "leir.target is cuda but this machine has no NVIDIA GPU (no /dev/nvidiactl): "
+                                     "verifying and timing here will fail; set leir.target to llvm, or "
+                                     "leir.rpc.tracker and leir.rpc.key to run on a remote GPU", "leir.target")
+        else:
+            self.clear_fallback("gpu")
+        if self.settings.rpc_tracker or self.settings.rpc_key:
+            probe = await loop.run_in_executor(None, probe_tracker, self.settings.rpc_tracker, self.settings.rpc_key)
+            self.note_probe(probe)
+        else:
+            self.clear_fallback("tracker")
+
+    def note_probe(self, probe) -> None:
+        if probe.kind in ("ok", "busy"):
+            self.clear_fallback("tracker")
+        else:
+            setting = "leir.rpc.key" if probe.kind == "unknown-key" or "rpc.key" in probe.message else "leir.rpc.tracker"
+            self.set_fallback("tracker", f"Run on GPU is off: {probe.message}", setting)
 
     # -- suggestions -------------------------------------------------------------
     def load_memory(self):
@@ -448,7 +513,7 @@ class LeircServer(LanguageServer):
 
     # -- evaluation --------------------------------------------------------------
     async def evaluate(self, uri: str, kernel: str, reference: Optional[str], against: str,
-                       device: Optional[dict] = None) -> dict:
+                       device: Optional[dict] = None, strategy: Optional[str] = None) -> dict:
         """Verify (and time) ``kernel`` of the document against ``reference`` in a process
         of its own; the outcome is remembered for the kernel's current text, shown on its
         lens and published as a diagnostic. ``device`` (:meth:`Settings.device`): run there
@@ -480,11 +545,18 @@ class LeircServer(LanguageServer):
                    "threads": self.settings.threads, "time": True, "timeout": self.settings.evaluation_timeout_s}
         if device is not None:
             request.update(target=device["target"], rpc=device["rpc"])
+        if strategy:
+            request["numerics"] = _numerics_of(strategy)
         try:
             outcome = await run_evaluation(request, self.settings.evaluation_timeout_s + 60)
         finally:
             st.running.discard(marker)
         outcome["against"] = against
+        if (device is None and not outcome.get("ok") and request["target"] == "cuda"
+                and outcome.get("error_kind") in ("build", "runtime", "crash") and not local_cuda_device()):
+            self.set_fallback("gpu", f"{kernel} was not verified on cuda: this machine has no NVIDIA GPU; set "
+                                     f"leir.target to llvm. The error: {outcome.get('detail') or outcome.get('error')}",
+                              "leir.target")
         if device is not None:
             outcome["device"] = device["label"]
             st.device_evaluations[kernel] = (seg.text, outcome)
@@ -558,6 +630,29 @@ def _store_analysis(st: DocState, fut: asyncio.Future, text: str, version: Optio
 #: analyses started (leirc.serverStats: a burst of edits must not run one each); only the
 #: one analysis thread writes it
 ANALYSES = [0]
+
+
+def _numerics_of(strategy: str) -> Optional[str]:
+    from leirc.strategies.base import get
+
+    try:
+        return get(strategy).numerics
+    except KeyError:  # an old client's name: no claim
+        return None
+
+
+def _llm_unusable(config) -> Optional[tuple[str, str]]:
+    """Why the model of ``config`` cannot be asked (message, setting), or None. Opens a
+    client the way a suggestion does (its key from the environment), sends nothing."""
+    try:
+        from leirc.llm import LLMClient, LLMError
+    except ImportError as e:
+        return f"the LLM layer is not installed ({e}): pip install 'leirc[llm]'", "leir.llm.baseUrl"
+    try:
+        LLMClient(config).close()
+    except LLMError as e:
+        return str(e), "leir.llm.keyEnv" if e.kind == "auth" else "leir.llm.baseUrl"
+    return None
 
 
 def _analyze(text: str, file: str) -> Document:
@@ -667,6 +762,14 @@ def on_initialized(ls: LeircServer, params: T.InitializedParams):
     # list slowly, in the background: the first code-action list should pay for none of
     # it (a daemon thread: it never delays the exit)
     threading.Thread(target=_warm_up, name="leirc-warm-up", daemon=True).start()
+    ls.spawn(_checked(ls))
+
+
+async def _checked(ls: LeircServer) -> None:
+    try:
+        await ls.check_fallbacks()
+    except Exception:  # a check must never take the server down
+        report_failure(ls, "checking the settings")
 
 
 @server.feature(T.SHUTDOWN)
@@ -708,6 +811,7 @@ def on_configuration(ls: LeircServer, params: T.DidChangeConfigurationParams):
     for p in ls.settings.update(params.settings or {}):
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Warning, message=f"leirc: setting ignored: {p}"))
     _check_device_settings(ls)
+    ls.spawn(_checked(ls))
 
 
 def _check_device_settings(ls: LeircServer) -> None:
@@ -1097,14 +1201,17 @@ async def code_lens(ls: LeircServer, params: T.CodeLensParams):
             title = f"▶ Verify and time ({ls.settings.target})"
         else:
             continue
-        out.append(T.CodeLens(range=rng, command=T.Command(title=title, command=CMD_VERIFY, arguments=[uri, k.name])))
+        tip = lens_tooltip(hit[1]) if hit is not None and hit[0] == seg.text else None
+        out.append(T.CodeLens(range=rng, command=T.Command(title=title, command=CMD_VERIFY, arguments=[uri, k.name],
+                                                           tooltip=tip)))
         if seg.result is not None and seg.result.ok:
             out.append(T.CodeLens(range=rng, command=T.Command(title="💡 Suggest optimization", command=CMD_SUGGEST,
                                                                arguments=[uri, k.name])))
             if device is not None:
+                dhit = st.device_evaluations.get(k.name)
                 out.append(T.CodeLens(range=rng, command=T.Command(
                     title=device_lens_title(device, st, seg.text, k.name), command=CMD_RUN_DEVICE,
-                    arguments=[uri, k.name])))
+                    arguments=[uri, k.name], tooltip=lens_tooltip(dhit[1]) if dhit and dhit[0] == seg.text else None)))
     return out
 
 
@@ -1147,6 +1254,22 @@ async def cmd_run_device(ls: LeircServer, uri: str, kernel: str):
         return {"started": False, "error": UNTRUSTED}
     if device is None:
         return {"started": False, "error": "no device: set rpcTracker and rpcKey, or run on a machine with a GPU"}
+    if device.get("rpc"):
+        # seconds, not the engine's minute of retries: a refused connection, an unknown key
+        # and no answer are told apart before anything is built
+        probe = await asyncio.get_running_loop().run_in_executor(None, probe_tracker, device["rpc"]["tracker"],
+                                                                 device["rpc"]["key"])
+        ls.note_probe(probe)
+        if not probe.ok and probe.kind != "busy":
+            st = ls.docs.get(uri)
+            doc = await ls.document(uri)
+            seg = doc.segment_of(kernel) if doc is not None else None
+            if st is not None and seg is not None:
+                st.device_evaluations[kernel] = (seg.text, {"ok": False, "error_kind": "rpc", "error": probe.message,
+                                                            "detail": probe.message, "device": device["label"],
+                                                            "rpc_problem": probe.kind})
+                ls._refresh_lenses()
+            return {"started": False, "error": probe.message, "problem": probe.kind, "device": device["label"]}
     ls.spawn(ls.evaluate(uri, kernel, None, "the interpreter", device=device))
     return {"started": True, "device": device["label"]}
 
@@ -1159,7 +1282,7 @@ async def cmd_verify_rewrite(ls: LeircServer, uri: str, kernel: str, reference: 
     ls.note_applied(uri, kernel, strategy)
     if not ls.settings.trusted:
         return {"started": False, "error": UNTRUSTED}
-    ls.spawn(ls.evaluate(uri, kernel, reference, "the previous version"))
+    ls.spawn(ls.evaluate(uri, kernel, reference, "the previous version", strategy=strategy))
     return {"started": True}
 
 
@@ -1204,6 +1327,12 @@ async def cmd_suggest(ls: LeircServer, uri: str, kernel: str):
         else:
             found, source = ranking.suggestions, ranking.source
             note = "; ".join(x for x in (note, ranking.note) if x)
+            if source.startswith("llm:"):
+                ls.clear_fallback("model")
+            elif note and (llm is not None or ls.settings.llm_base_url or ls.settings.llm_config):
+                # a model was configured and did not answer: said where the user looks
+                ls.set_fallback("model", f"suggestions are ranked offline (cost model): {note}",
+                                "leir.llm.keyEnv" if "environment variable" in note else "leir.llm.baseUrl")
     if token:
         ls.work_done_progress.end(token, T.WorkDoneProgressEnd(
             message="cancelled" if cancelled() else f"{len(found)} suggestions ({source or 'none'})"))
@@ -1240,7 +1369,8 @@ async def cmd_apply(ls: LeircServer, uri: str, kernel: str, step: dict):
     if res.applied:
         ls.note_applied(uri, kernel, step.get("strategy"))
         if ls.settings.trusted:
-            ls.spawn(ls.evaluate(uri, kernel, seg.text if seg is not None else None, "the previous version"))
+            ls.spawn(ls.evaluate(uri, kernel, seg.text if seg is not None else None, "the previous version",
+                                 strategy=step.get("strategy")))
     return {"applied": bool(res.applied)}
 
 

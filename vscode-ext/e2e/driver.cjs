@@ -11,6 +11,8 @@ const OUT = process.env.E2E_OUT;
 const WS = process.env.E2E_WORKSPACE;
 const FILE = process.env.E2E_FILE;
 const SLOW = Number(process.env.E2E_SLOW_MS || 300_000); // background verification and builds
+const MARKER = process.env.E2E_MARKER || ""; // written by the workspace's shadowing modules if imported
+const TRACKER = process.env.E2E_TRACKER || ""; // a closed port: the tracker's connection is refused
 
 const results = [];
 let shot = 0;
@@ -142,7 +144,24 @@ function serverPids() {
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
       "--disable-component-update", "--disable-sync", "--no-first-run"],
   });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+  const context = await browser.newContext({ viewport: { width: 1400, height: 860 } });
+  // Offline: the page may talk to code-server on 127.0.0.1 only; anything else is blocked and recorded.
+  const external = [];
+  await context.route("**/*", (route) => {
+    const url = route.request().url();
+    let host = "";
+    try {
+      host = new globalThis.URL(url).hostname;
+    } catch {
+      host = ""; // data: and blob: URLs have no host: local
+    }
+    if (host && host !== "127.0.0.1" && host !== "localhost") {
+      external.push(url);
+      return route.abort();
+    }
+    return route.continue();
+  });
+  const page = await context.newPage();
   const consoleErrors = [];
   page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
   let all = true;
@@ -177,6 +196,43 @@ function serverPids() {
   await run("language-server-status", async () => {
     // The server is up when it answers a hover; the status bar carries the extension's item.
     await page.locator(".statusbar", { hasText: "LEIR" }).waitFor({ timeout: 60_000 });
+  });
+
+  await run("server-outside-workspace", async () => {
+    // the language server never runs in (nor imports from) the folder it was opened on (issue #33)
+    const pids = serverPids();
+    if (pids.length === 0) throw new Error("no language server process found under code-server");
+    for (const pid of pids) {
+      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+      if (cwd === WS || cwd.startsWith(WS + path.sep)) throw new Error(`server ${pid} runs in the workspace (${cwd})`);
+    }
+    if (MARKER && fs.existsSync(MARKER)) throw new Error(`imported from the workspace: ${fs.readFileSync(MARKER, "utf8")}`);
+    console.log(`     ${pids.length} server(s), cwd ${pids.map((p) => fs.readlinkSync(`/proc/${p}/cwd`)).join(", ")}`);
+  });
+
+  await run("fallbacks-visible", async () => {
+    // a model whose key variable is unset and a tracker that is not listening: said in the
+    // status bar and, once each, in a notification naming the setting
+    await page.locator(".statusbar", { hasText: /LEIR: .*no model/ }).first().waitFor({ timeout: 60_000 });
+    await page.locator(".statusbar", { hasText: /no tracker/ }).first().waitFor({ timeout: 30_000 });
+    await page.locator(".notifications-toasts .notification-toast", { hasText: "LEIR_E2E_NO_KEY" }).first().waitFor({ timeout: 30_000 });
+    await page.locator(".notifications-toasts .notification-toast", { hasText: "connection refused" }).first().waitFor({ timeout: 30_000 });
+    const bar = norm(await page.locator(".statusbar").innerText());
+    console.log(`     status bar: ${bar.split("\n").filter((l) => l.includes("LEIR")).join(" ")}`);
+    await command(page, "Notifications: Clear All Notifications"); // out of the way of the lenses
+  });
+
+  await run("run-on-gpu-refused-at-once", async () => {
+    // "Run on GPU" against a tracker that is not listening: the lens says so within seconds
+    await page.keyboard.press("Escape");
+    const lens = page.locator(".codelens-decoration a", { hasText: "Run on GPU" }).first();
+    await lens.waitFor({ timeout: 60_000 });
+    const t0 = Date.now();
+    await lens.click();
+    const failed = page.locator(".codelens-decoration", { hasText: /✗ rpc: no RPC tracker is listening/ }).first();
+    await failed.waitFor({ timeout: 5_000 });
+    console.log(`     after ${((Date.now() - t0) / 1000).toFixed(1)} s: ${norm(await failed.innerText()).slice(0, 160)}`);
+    if (TRACKER && !norm(await failed.innerText()).includes(TRACKER)) throw new Error(`the lens does not name ${TRACKER}`);
   });
 
   await run("hover-shape", async () => {
@@ -229,6 +285,9 @@ function serverPids() {
     const titles = await page.locator(".action-widget .monaco-list-row.action").allInnerTexts();
     console.log(`     ${titles.length} actions: ${titles.slice(0, 6).map(norm).join(" | ")}`);
     await item.waitFor({ timeout: 1000 });
+    // each strategy action says what applying it guarantees (its numerics class)
+    const tiling = norm(await item.innerText());
+    if (!/· (proven|tested): /.test(tiling)) throw new Error(`the tiling action does not say proven/tested: ${JSON.stringify(tiling)}`);
   });
 
   const listed = results[results.length - 1].ok;
@@ -254,6 +313,10 @@ function serverPids() {
     const text = norm(await lens.innerText());
     console.log(`     lens: ${text}`);
     if (!/✓ equal/.test(text)) throw new Error(`verification lens says ${JSON.stringify(text)}`);
+    // the criterion that decided, against its bound, and whether the step is proven or only tested
+    if (!/✓ equal \((normwise \S+ ≤ \S+|bitwise)\)/.test(text)) throw new Error(`no criterion on the lens: ${JSON.stringify(text)}`);
+    if (!/· (proven|tested)/.test(text)) throw new Error(`the lens does not say proven or tested: ${JSON.stringify(text)}`);
+    if (/max rel err/.test(text)) throw new Error(`the lens shows the element-wise maximum: ${JSON.stringify(text)}`);
     await page.locator(".statusbar", { hasText: "equal" }).waitFor({ timeout: 10_000 });
   });
 
@@ -296,6 +359,12 @@ function serverPids() {
     const toast = norm(await page.locator(".notifications-toasts .notification-toast", { hasText: /Verified|Not / }).first().innerText());
     console.log(`     ${toast.split("\n").filter((l) => /Verified|Not /.test(l))[0]}`);
     if (!/Verified equal/.test(toast)) throw new Error(`verify said ${JSON.stringify(toast)}`);
+    if (!/Verified equal \(llvm\): (normwise relative error \S+ within its bound|bitwise equal)/.test(toast)) {
+      throw new Error(`the toast does not give the criterion: ${JSON.stringify(toast)}`);
+    }
+    if (!/(tested|proven) \(/.test(toast) || /max rel err/.test(toast.split("\n")[0])) {
+      throw new Error(`the toast does not say tested/proven, or leads with the element-wise error: ${JSON.stringify(toast)}`);
+    }
     await page.locator(".statusbar", { hasText: "LEIR: equal" }).waitFor({ timeout: 10_000 });
   });
 
@@ -318,7 +387,15 @@ function serverPids() {
     console.log(`     status bar: ${text.split("\n").filter((l) => l.includes("LEIR")).join(" ")}`);
   });
 
-  fs.writeFileSync(path.join(OUT, "result.json"), JSON.stringify({ ok: all, results, consoleErrors: consoleErrors.slice(0, 20) }, null, 2));
+  await run("workspace-never-imported", async () => {
+    if (MARKER && fs.existsSync(MARKER)) throw new Error(`imported from the workspace: ${fs.readFileSync(MARKER, "utf8")}`);
+  });
+
+  await run("offline", async () => {
+    if (external.length) throw new Error(`${external.length} requests left 127.0.0.1: ${external.slice(0, 5).join(", ")}`);
+  });
+
+  fs.writeFileSync(path.join(OUT, "result.json"), JSON.stringify({ ok: all, results, external, consoleErrors: consoleErrors.slice(0, 20) }, null, 2));
   await browser.close();
   const passed = results.filter((r) => r.ok).length;
   console.log(`e2e: ${passed} passed, ${results.length - passed} failed`);

@@ -31,6 +31,7 @@ import {
 } from "./cli";
 import { CrashPolicy } from "./crashPolicy";
 import { Interpreter, describeInterpreter, resolveInterpreter } from "./interpreter";
+import { Fallback, parseStatus, statusText, statusTooltip, toNotify } from "./fallbacks";
 import { kernelAt } from "./kernels";
 import { PROBE_SCRIPT, ServerEntry, judgeProbe } from "./probe";
 import { RunResult, runProcess } from "./run";
@@ -40,6 +41,9 @@ import { summarizeVerify } from "./verifyReport";
 let client: LanguageClient | undefined;
 let output: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
+let fallbackItem: vscode.StatusBarItem;
+let fallbacks: Fallback[] = [];
+const notified = new Set<string>();
 let extensionContext: vscode.ExtensionContext;
 const crashPolicy = new CrashPolicy();
 const lensSeen = new Map<string, string>();
@@ -216,6 +220,7 @@ async function startClient(): Promise<void> {
   };
   client = new LanguageClient("leir", "LEIR language server", serverOptions, clientOptions);
   client.onDidChangeState((e) => log(`language server: ${State[e.oldState]} -> ${State[e.newState]}`));
+  client.onNotification("leirc/status", (params: unknown) => showFallbacks(parseStatus(params)));
   log(`starting ${[run.command, ...run.args.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a))].join(" ")}`);
   try {
     await client.start();
@@ -250,6 +255,36 @@ function setStatus(kind: "equal" | "different" | "error" | "busy" | "idle", text
   statusItem.backgroundColor =
     kind === "different" ? new vscode.ThemeColor("statusBarItem.errorBackground") : undefined;
   statusItem.show();
+}
+
+// ---- fallbacks: what the server does not use, and why --------------------------------------
+
+/** The status bar says it (hidden when nothing falls back); each distinct reason is also notified once. */
+function showFallbacks(list: Fallback[]): void {
+  fallbacks = list;
+  const text = statusText(list);
+  if (!text) {
+    fallbackItem.hide();
+  } else {
+    fallbackItem.text = text;
+    fallbackItem.tooltip = statusTooltip(list);
+    fallbackItem.show();
+  }
+  for (const f of toNotify(list, notified)) {
+    log(`${f.what} not used: ${f.message}`);
+    void vscode.window.showWarningMessage(`LEIR: ${f.message}`, "Open Settings").then((c) => {
+      if (c) void vscode.commands.executeCommand("workbench.action.openSettings", f.setting);
+    });
+  }
+}
+
+async function fallbacksCommand(): Promise<void> {
+  if (fallbacks.length === 0) return;
+  const pick = fallbacks.length === 1 ? { f: fallbacks[0] } : await vscode.window.showQuickPick(
+    fallbacks.map((f) => ({ label: f.what, detail: f.message, description: f.setting, f })),
+    { title: "LEIR: not used, and why", placeHolder: "Pick one to open its setting" },
+  );
+  if (pick) await vscode.commands.executeCommand("workbench.action.openSettings", pick.f.setting);
 }
 
 // ---- commands that run the CLI ---------------------------------------------------------------
@@ -492,15 +527,25 @@ async function suggestCommand(uriArg?: string, kernelArg?: string): Promise<void
     { location: vscode.ProgressLocation.Notification, title: `LEIR: ranking optimizations for ${kernel}…`, cancellable: true },
     (_p, token) => c.sendRequest(ExecuteCommandRequest.type, { command: "leirc.suggest", arguments: [uri, kernel] }, token),
   );
-  const { suggestions, error, cancelled } = parseSuggestions(raw);
+  const { suggestions, error, note, cancelled } = parseSuggestions(raw);
   if (cancelled) return;
+  if (note) {
+    // e.g. a model is configured but its key variable is unset: the rows are the cost model's
+    log(`suggestions for ${kernel}: ${note}`);
+    void vscode.window.showWarningMessage(`LEIR: ${note}`, "Open Settings").then(
+      (c) => c && vscode.commands.executeCommand("workbench.action.openSettings", "leir.llm"),
+    );
+  }
   if (suggestions.length === 0) {
     void vscode.window.showInformationMessage(`LEIR: no suggestion for ${kernel}${error ? `: ${error}` : ""}.`);
     return;
   }
   const pick = await vscode.window.showQuickPick(
     suggestions.map((s) => ({ label: s.title, detail: s.rationale, description: `suggestion · score ${s.score.toFixed(2)}`, s })),
-    { title: `Suggested optimizations for ${kernel}`, placeHolder: "Pick one to apply it (it is verified against the current version)" },
+    {
+      title: `Suggested optimizations for ${kernel}${note ? " (ranked offline: see the warning)" : ""}`,
+      placeHolder: "Pick one to apply it (it is verified against the current version)",
+    },
   );
   if (!pick) return;
   const applied = (await c.sendRequest(ExecuteCommandRequest.type, {
@@ -519,6 +564,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   statusItem.name = "LEIR verification";
   statusItem.command = "leir.verify";
   setStatus("idle", "not verified");
+  fallbackItem = vscode.window.createStatusBarItem("leir.fallbacks", vscode.StatusBarAlignment.Left, 9);
+  fallbackItem.name = "LEIR fallbacks";
+  fallbackItem.command = "leir.showFallbacks";
   const reg = (id: string, fn: (...a: never[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, fn));
   reg("leir.build", buildCommand);
   reg("leir.optimize", optimizeCommand);
@@ -530,9 +578,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   reg("leir.openSearchReport", openSearchReportCommand);
   reg("leir.restartServer", restartClient);
   reg("leir.showOutput", () => output.show(true));
+  reg("leir.showFallbacks", fallbacksCommand);
   context.subscriptions.push(
     output,
     statusItem,
+    fallbackItem,
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("leir.server")) void restartClient();
       else if (e.affectsConfiguration("leir") && client?.state === State.Running) {

@@ -41,14 +41,20 @@ export interface Suggestion {
 }
 
 /** Reads `leirc.suggest`'s answer defensively: a malformed entry is dropped, not shown half-empty. */
-export function parseSuggestions(result: unknown): { suggestions: Suggestion[]; error?: string; cancelled: boolean } {
+export function parseSuggestions(result: unknown): { suggestions: Suggestion[]; error?: string; note?: string; cancelled: boolean } {
   const r = (typeof result === "object" && result !== null ? result : {}) as Record<string, unknown>;
   const list = Array.isArray(r.suggestions) ? r.suggestions : [];
   const suggestions = list.filter(
     (s): s is Suggestion =>
       typeof s === "object" && s !== null && typeof (s as Suggestion).title === "string" && (s as Suggestion).step !== undefined,
   ).map((s) => ({ ...s, rationale: typeof s.rationale === "string" ? s.rationale : "", score: Number(s.score) || 0 }));
-  return { suggestions, error: typeof r.error === "string" ? r.error : undefined, cancelled: r.cancelled === true };
+  return {
+    suggestions,
+    error: typeof r.error === "string" ? r.error : undefined,
+    // why a configured model did not rank them (the server's fallback note): shown, never dropped
+    note: typeof r.note === "string" && r.note ? r.note : undefined,
+    cancelled: r.cancelled === true,
+  };
 }
 
 /** "✓ equal · 3.2 ms llvm" / "✗ max rel err 3e-02" lens titles carry a verification result. */

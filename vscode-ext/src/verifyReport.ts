@@ -69,21 +69,39 @@ export function summarizeVerify(stdout: string, stderr: string, exitCode: number
   }
   const target = typeof report.target === "string" ? report.target : "";
   const runs = typeof report.runs === "number" ? report.runs : undefined;
+  const probeRuns = typeof report.probe_runs === "number" ? report.probe_runs : 0;
   const failures = Array.isArray(report.failures) ? (report.failures as string[]) : [];
+  const seeds = Array.isArray(report.seeds) ? (report.seeds as unknown[]).join(",") : "";
+  const dists = Array.isArray(report.dists) ? (report.dists as unknown[]).join(", ") : "";
+  const probes = Array.isArray(report.probes) && report.probes.length ? `; probes ${(report.probes as unknown[]).join(", ")}` : "; no probes";
+  const grid = runs !== undefined ? `${runs + probeRuns} runs (seeds ${seeds} × ${dists}${probes})` : "";
+  const rule = typeof report.tolerance === "string" && report.tolerance ? ` (${report.tolerance} tolerance)` : "";
+  // a comparison of a program with the interpreter or with another program is tested, not proven
+  const evidence = report.evidence === "proven" ? "proven (legal by construction; the runs confirm the compiler)" : "tested (the runs are the only evidence)";
+  const elementwise = `element-wise max rel err ${fmtErr(report.max_rel_err)}, not the criterion`;
   if (report.equal) {
-    const bitwise = report.bitwise === true ? ", bitwise" : "";
-    const across = runs !== undefined ? ` on ${runs} runs` : "";
+    const decided = report.bitwise === true ? "bitwise equal" : `normwise relative error ${fmtErr(report.norm_rel_err)} within its bound${rule}`;
     return {
       outcome: "equal",
-      short: report.bitwise === true ? "equal (bitwise)" : "equal",
-      message: `Verified equal${bitwise}${across} (${target}; max rel err ${fmtErr(report.max_rel_err)}).`,
-      details: [],
+      short: report.bitwise === true ? "equal (bitwise)" : `equal (normwise ${fmtErr(report.norm_rel_err)})`,
+      message: `Verified equal (${target}): ${decided}; ${grid}; ${evidence}.`,
+      details: [elementwise],
     };
   }
   return {
     outcome: "different",
-    short: `not equal · max rel err ${fmtErr(report.max_rel_err)}`,
-    message: `Not equal (${target}): max rel err ${fmtErr(report.max_rel_err)}, max abs err ${fmtErr(report.max_abs_err)}; ${failures.length} failed checks.`,
-    details: failures,
+    short: `not equal · ${criterion(failures, report.norm_rel_err)}`,
+    message: `Not equal (${target}): ${failures[0] ?? `normwise relative error ${fmtErr(report.norm_rel_err)}`}; ${failures.length} failed checks; ${grid}.`,
+    details: [...failures, elementwise],
   };
+}
+
+/** The criterion that decided a mismatch, in a few words (never the element-wise max rel err). */
+export function criterion(failures: string[], norm: unknown): string {
+  const first = failures[0] ?? "";
+  let m = /normwise relative error (\S+) > (\S+)/.exec(first);
+  if (m) return `normwise ${fmtErr(Number(m[1]))} > ${fmtErr(Number(m[2].replace(/[;,)]$/, "")))}`;
+  m = /(\d+) of (\d+) elements outside/.exec(first);
+  if (m) return `${m[1]} of ${m[2]} elements outside the bound`;
+  return `normwise ${fmtErr(norm)}`;
 }

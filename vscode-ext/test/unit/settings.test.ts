@@ -49,7 +49,9 @@ test("suggestions are read defensively", () => {
   assert.deepEqual(r.suggestions.map((s) => s.title), ["Apply loop tiling (i, j by 32×32)", "no rationale"]);
   assert.equal(r.suggestions[1].score, 0);
   assert.equal(r.suggestions[1].rationale, "");
-  assert.deepEqual(parseSuggestions(null), { suggestions: [], error: undefined, cancelled: false });
+  assert.deepEqual(parseSuggestions(null), { suggestions: [], error: undefined, note: undefined, cancelled: false });
+  assert.equal(parseSuggestions({ suggestions: [], note: "the environment variable K is not set; ranked offline" }).note,
+    "the environment variable K is not set; ranked offline");
   assert.equal(parseSuggestions({ suggestions: [], error: "no site" }).error, "no site");
 });
 

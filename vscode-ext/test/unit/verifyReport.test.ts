@@ -9,19 +9,27 @@ import { EXT_ROOT } from "./helpers";
 // differ, with -t interp; a kernel with E018; a missing reference file).
 const fixture = (name: string) => fs.readFileSync(path.join(EXT_ROOT, "test", "unit", "fixtures", name), "utf8");
 
-test("an equal verification is summarized with its target and error", () => {
+test("an equal verification shows the criterion that decided, the runs, and that it is tested", () => {
   const s = summarizeVerify(fixture("verify-equal.json"), "", 0);
   assert.equal(s.outcome, "equal");
-  assert.equal(s.short, "equal");
-  assert.match(s.message, /Verified equal on 9 runs \(llvm; max rel err 0\.0022\)/);
+  assert.equal(s.short, "equal (normwise 6e-6)");
+  assert.equal(
+    s.message,
+    "Verified equal (llvm): normwise relative error 6e-6 within its bound (arithmetic tolerance); 12 runs (seeds 0,1,2 × uniform, normal, signed; probes logits, mixed, special); tested (the runs are the only evidence).",
+  );
+  // the element-wise maximum (0.0022, read as 0.2 %) is not what decided: only in the details
+  assert.doesNotMatch(s.message, /max rel err/);
+  assert.match(s.details[0], /element-wise max rel err 0\.0022, not the criterion/);
+  const proven = summarizeVerify(JSON.stringify({ ...JSON.parse(fixture("verify-equal.json")), evidence: "proven" }), "", 0);
+  assert.match(proven.message, /proven \(legal by construction/);
 });
 
-test("a mismatch reports the max relative error and lists the failed checks", () => {
+test("a mismatch reports the failed criterion and lists the failed checks", () => {
   const s = summarizeVerify(fixture("verify-different.json"), "", 1);
   assert.equal(s.outcome, "different");
-  assert.equal(s.short, "not equal · max rel err 1");
-  assert.match(s.message, /max abs err 0\.5; 2 failed checks/);
-  assert.equal(s.details.length, 2);
+  assert.equal(s.short, "not equal · 3 of 8 elements outside the bound");
+  assert.match(s.message, /Not equal \(interp\): output C: mismatch at \(3\).*; 2 failed checks; 9 runs/);
+  assert.equal(s.details.length, 3);
   assert.match(s.details[0], /mismatch at \(3\)/);
 });
 
@@ -48,7 +56,7 @@ test("output that is not a JSON report says so and quotes stderr", () => {
 
 test("small errors are written with an exponent", () => {
   const small = fixture("verify-equal.json").replace('"max_rel_err": 0.002183788899063943', '"max_rel_err": 5.98e-6');
-  assert.match(summarizeVerify(small, "", 0).message, /max rel err 6e-6\)/);
+  assert.match(summarizeVerify(small, "", 0).details[0], /max rel err 6e-6,/);
 });
 
 test("a report printed after other stdout text is still found", () => {
