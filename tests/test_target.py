@@ -187,3 +187,25 @@ def test_an_evaluation_cached_under_one_target_is_not_returned_under_another(tmp
         again = ev.evaluate(KERNEL)
         assert ev.stats["disk_hits"] == 1 and ev.stats["builds"] == 0
     assert again.cached and again.target == here.fingerprint
+
+
+def test_htam_memory_is_kept_per_target_fingerprint_and_imported_only_explicitly(tmp_path):
+    from leirc.search.memory import Memory
+
+    path = str(tmp_path / "memory.sqlite")
+    vm = Target.host(cpuinfo=cpuinfo(masked(host_flags())))
+    here = Memory(path, target="llvm")
+    here.record([], "loop_parallelization", 0.7)
+    tried_here = {d: s.tries for d, s in here.directions.items() if s.tries}
+    assert tried_here and here.target == f"llvm:{Target.host().fingerprint}"
+    exported = here.export()
+    here.close()
+    other = Memory(path, target=vm)  # the same file on a machine whose AVX-512 is masked
+    assert other.target != f"llvm:{Target.host().fingerprint}"
+    assert not any(s.tries for s in other.directions.values())  # nothing leaks across fingerprints
+    assert other.import_(exported) > 0  # the explicit way to carry it over
+    assert {d: s.tries for d, s in other.directions.items() if s.tries} == tried_here
+    other.close()
+    again = Memory(path, target="llvm")
+    assert {d: s.tries for d, s in again.directions.items() if s.tries} == tried_here  # unchanged by the import
+    again.close()

@@ -79,9 +79,17 @@ class Memory:
     """The HTAM memory of one target. ``path=None`` keeps it in this process only."""
 
     def __init__(self, path: Optional[str] = None, *, target: str = "llvm", warn: Optional[Warn] = None):
+        from ..target import target_of
+
         self.path = path
-        self.target = "cuda" if str(target).startswith("cuda") else "llvm"
-        self.priors = priors(self.target)
+        self.target_spec = target
+        #: rows are kept per target fingerprint ("llvm:3d4c95f05a27b9b5"): what helped on one
+        #: machine or instruction set is not silently reused on another (``import`` is the
+        #: explicit way to carry it over)
+        t = target_of(target)
+        self.kind = t.kind
+        self.target = f"{t.kind}:{t.fingerprint}"
+        self.priors = priors(self.kind)
         self.directions: dict[str, Stat] = {d: Stat() for d in DIRECTIONS}
         self.local: dict[str, tuple[str, Stat]] = {}
         self.edges: dict[tuple[str, str], Stat] = {}
@@ -244,7 +252,7 @@ class Memory:
         if not isinstance(data, dict) or data.get("version") != 1 or "memory" not in data:
             raise ValueError("not a leirc memory export (expected {\"version\": 1, \"memory\": ...})")
         snap = data["memory"]
-        target = snap.get("target", self.target)
+        target = self.target  # an explicit import: the rows join this target's memory
         n = 0
         if self.db is None:
             raise ValueError("import needs a memory file")
@@ -274,9 +282,8 @@ class Memory:
                           (target, t["kernel"], t["structure"], json.dumps(t["signature"], sort_keys=True),
                            t["fingerprint"], float(t["speedup"]), json.dumps(t["steps"], sort_keys=True), time.time()))
                 n += 1
-        if target == self.target:  # reload the view from the file
-            self.close()
-            self.__init__(self.path, target=self.target)
+        self.close()  # reload the view from the file
+        self.__init__(self.path, target=self.target_spec)
         return n
 
     def reset(self) -> None:
