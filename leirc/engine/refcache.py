@@ -7,8 +7,12 @@ is the reference side of :func:`leirc.verify.verify` (its ``reference_cache=`` p
 it draws the inputs with :func:`leirc.interp.random_inputs`, runs the interpreter, and
 computes the masks of reference outputs that stay unwritten (poisoned) exactly as
 ``verify`` does (with ``check_uninit`` where the interpreter has it), then keeps the
-result. ``verify`` bypasses the cache for explicit ``domains``, the literal oracle and the
-``special`` probe, whose inputs depend on more than (seed, dist). Cached arrays are made read-only: ``verify`` copies
+result. A program with f16/bf16 accumulators small enough for it
+(:func:`leirc.verify.uses_literal`) runs in the literal interpreter, which rounds after
+every term as the language and compiled code do (the vectorized one sums in float64).
+``verify`` bypasses the cache for explicit ``domains``, the literal oracle asked for
+explicitly and the ``special``, ``range`` and ``branches`` probes, whose inputs depend on
+more than (seed, dist). Cached arrays are made read-only: ``verify`` copies
 inputs before handing them to a candidate and never writes the reference outputs, so a
 candidate cannot corrupt the cache for the next one.
 """
@@ -64,6 +68,10 @@ class CachedReference:
             fingerprint = canonical_fingerprint(result.kernel)
         self.fingerprint = fingerprint
         self.max_bytes = int(max_bytes)
+        from ..verify import uses_literal
+
+        #: f16/bf16 accumulators are run literally (per-term rounding), like verify() does
+        self.literal = uses_literal(result)
         self.hits = 0
         self.misses = 0
         self._interp: Optional[Interpreter] = None
@@ -89,7 +97,7 @@ class CachedReference:
 
     def _reference_run(self, inputs: dict) -> tuple[dict, dict]:
         if self._interp is None:
-            self._interp = Interpreter(self.result)
+            self._interp = Interpreter(self.result, vectorize=not self.literal)
         kw = _UNINIT
         outs = self._interp.run(inputs, **kw)
         unw = {}
