@@ -209,3 +209,19 @@ def test_htam_memory_is_kept_per_target_fingerprint_and_imported_only_explicitly
     again = Memory(path, target="llvm")
     assert {d: s.tries for d, s in again.directions.items() if s.tries} == tried_here  # unchanged by the import
     again.close()
+
+
+def test_a_search_state_records_its_target_and_a_resume_on_another_refuses(tmp_path):
+    from leirc.search.core import SearchOptions
+    from leirc.search.store import ConfigMismatch, SearchStore
+
+    here = SearchOptions(target="llvm").config()
+    vm = SearchOptions(target=Target.host(cpuinfo=cpuinfo(masked(host_flags())))).config()
+    assert here["target_fingerprint"] == Target.host().fingerprint
+    assert vm["target_fingerprint"] != here["target_fingerprint"]
+    store = SearchStore(str(tmp_path / "state.sqlite"))
+    store.start(here, resume=False)
+    store.start(here, resume=True)  # the same machine resumes
+    with pytest.raises(ConfigMismatch, match="target_fingerprint"):
+        store.start(vm, resume=True)
+    store.close()

@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
-from ..engine.evaluate import Evaluation
+from ..engine.evaluate import Evaluation, target_fingerprint
 from ..engine.program import Program
 from ..lang.printer import PRETTY
 from ..strategies import NotApplicable, Step
@@ -116,7 +116,9 @@ class SearchOptions:
             # the models and how they are asked decide the answers; where the endpoint is, how
             # long to wait and whether to replay from the cache do not (an offline resume is the
             # same search)
-            "llm": None if self.llm is None else {k: v for k, v in self.llm.to_json().items() if k in LLM_DECIDES}}
+            "llm": None if self.llm is None else {k: v for k, v in self.llm.to_json().items() if k in LLM_DECIDES},
+            # the stored timings were measured on this target: a resume elsewhere starts over
+            "target_fingerprint": target_fingerprint(self.target)}
 
 
 #: the LLMConfig fields that decide a search's trajectory
