@@ -5,6 +5,7 @@ target fingerprint, the progress line, a cluster flag without Ray, and a prompt 
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -193,3 +194,17 @@ def test_ctrl_c_stops_dataset_gen_within_seconds_and_says_what_was_saved(tmp_pat
     while _workers_under(shm) and time.monotonic() < deadline:  # the kernel workers go with their owner
         time.sleep(0.2)
     assert _workers_under(shm) == []
+
+
+def test_tune_json_documents_follow_the_envelope(tmp_path, capsys):
+    from leirc.cli import schemas
+    from leirc.cli.main import main
+
+    bad = tmp_path / "bad.leir"
+    bad.write_text("\\kernel k(X: f32[4]) -> (Y: f32[4]) {\n  L^{4}_{i=0} [ Y^{f32,g}_{i} = Z^{f32,g}_{i}; ];\n}\n")
+    for argv, status in (([str(bad), "-o", str(tmp_path / "o"), "--workers", "0"], 1),
+                         ([str(bad), "-o", str(tmp_path / "p"), "--budget", "0"], 2)):
+        assert main(["tune", *argv, "--json"]) == status
+        doc = json.loads(capsys.readouterr().out)
+        assert schemas.validate(doc, "tune") == [] and doc["command"] == "tune" and not doc["ok"]
+    assert doc["error"]["kind"] == "usage"

@@ -13,7 +13,6 @@ included), 130 interrupted (what was saved is reported; ``--resume`` continues).
 
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -44,9 +43,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _err(msg: str) -> int:
-    print(f"leirc: error: {msg}", file=sys.stderr)
-    return 2
+def _usage(msg: str):
+    from .common import CliError
+
+    return CliError(msg, 2, kind="usage")
 
 
 def run(args) -> int:
@@ -55,69 +55,69 @@ def run(args) -> int:
     from ..cluster.tune import TuneError, TuneOptions, tune
     from ..search.constants import ALGORITHMS, PROPOSERS
     from ..search.optimizer import parse_duration
+    from .common import CliError, json_document, print_json
 
     if args.budget < 1:
-        return _err("--budget must be at least 1")
+        raise _usage("--budget must be at least 1")
     if args.threads < 1:
-        return _err("--threads must be at least 1")
+        raise _usage("--threads must be at least 1")
     if args.algo not in ALGORITHMS:
-        return _err(f"--algo must be one of {', '.join(ALGORITHMS)}, got {args.algo!r}")
+        raise _usage(f"--algo must be one of {', '.join(ALGORITHMS)}, got {args.algo!r}")
     proposers = None
     if args.proposer:
         proposers = tuple(p.strip() for p in args.proposer.split(",") if p.strip())
         bad = [p for p in proposers if p not in PROPOSERS or p == "llm"]
         if bad or not proposers:
-            return _err(f"--proposer: unknown or unsupported here: {','.join(bad) or args.proposer!r} "
-                        f"(combine {', '.join(p for p in PROPOSERS if p != 'llm')})")
+            raise _usage(f"--proposer: unknown or unsupported here: {','.join(bad) or args.proposer!r} "
+                         f"(combine {', '.join(p for p in PROPOSERS if p != 'llm')})")
     try:
         limit = parse_duration(args.time_budget) if args.time_budget else None
     except ValueError as e:
-        return _err(f"--time-budget: {e}")
+        raise _usage(f"--time-budget: {e}") from None
     if args.cluster:
         try:
             check_address(args.cluster)
         except ClusterError as e:
-            return _err(str(e))
+            raise _usage(str(e)) from None
         if not ray_available():
-            return _err("--cluster needs Ray: install the extra with pip install 'leirc[cluster]'")
+            raise CliError("--cluster needs Ray: install the extra with pip install 'leirc[cluster]'", 2,
+                           kind="environment")
     strategies = tuple(sorted(s.strip() for s in args.strategies.split(",") if s.strip())) if args.strategies else None
     opts = TuneOptions(budget=args.budget, algo=args.algo, seed=args.seed, proposers=proposers, target=args.target,
                        threads=args.threads, strategies=strategies, time_limit=limit)
-    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    log = (lambda m: None) if args.quiet or args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     try:
         s = tune(args.paths, args.out, opts, workers=args.workers, cluster=args.cluster, resume=args.resume,
                  progress=False if args.quiet or args.json else None, log=log)
-    except (TuneError, ClusterError) as e:
-        return _err(str(e))
+    except TuneError as e:
+        raise CliError(str(e), 2, kind="io") from None
+    except ClusterError as e:
+        raise CliError(str(e), 2, kind="environment") from None
+    status = 130 if s.get("interrupted") else (1 if s["problems"] or s["failed"] else 0)
     if args.json:
-        print(json.dumps(s, indent=2, sort_keys=True))
+        print_json(json_document("tune", status == 0, **s))
     else:
         with open(s["table"], encoding="utf-8") as f:
             print(f.read(), end="")
         ex = s.get("executor")
-        if ex:
+        if ex and not args.quiet:
             print(f"{ex['done']} search(es) on {ex['where']} in {ex['seconds']} s: {ex['failed']} failed, "
                   f"{ex['retried']} retried; per node: "
                   + ", ".join(f"{n} {c}" for n, c in ex["per_node"].items()), file=sys.stderr)
-        print(f"results: {s['database']}", file=sys.stderr)
     for p in s["problems"]:
         print(f"leirc: {p}", file=sys.stderr)
     if s.get("interrupted"):
         print(f"leirc tune: interrupted: {s['written_this_run']} kernel(s) saved by this run, {s['tuned']} of "
               f"{s['kernels']} in {s['database']}; rerun with --resume to continue", file=sys.stderr)
         exec("pass")  # noqa: S102 - clears CPython's memory of the caught Ctrl-C (see cli.main.interrupted)
-        return 130
-    return 1 if s["problems"] or s["failed"] else 0
+    return status
 
 
 def main(argv=None) -> int:
-    import argparse
+    """``python -m leirc.cli.cmd_tune ARGS`` = ``leirc tune ARGS``."""
+    from .main import main as leirc_main
 
-    ap = argparse.ArgumentParser(prog="leirc")
-    sub = ap.add_subparsers(dest="command")
-    register(sub)
-    args = ap.parse_args(["tune", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args) or 0)
+    return leirc_main(["tune", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -73,9 +73,10 @@ def timer_resource(fingerprint: str) -> str:
     return RESOURCE_PREFIX + fingerprint
 
 
-def node_resources(target: str = "llvm") -> dict:
-    """What ``ray start --resources`` should offer on this node for ``target``."""
-    return {timer_resource(target_fingerprint(target)): 1}
+def node_resources(target: str = "llvm", slots: int = 1) -> dict:
+    """What ``ray start --resources`` should offer on this node for ``target``: ``slots``
+    timings at once (1, the default: a timing never shares the machine with another)."""
+    return {timer_resource(target_fingerprint(target)): int(slots)}
 
 
 __all__ = ["target_fingerprint", "timer_resource", "node_resources", "RESOURCE_PREFIX"]
