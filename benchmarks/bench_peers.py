@@ -560,7 +560,11 @@ def main(argv=None) -> int:
                 "threads, 0.07 ms with 1); these numbers are not a benchmark")
         peaks = measure_peaks(threads)
         log(f"peaks: {json.dumps(peaks)}")
-        meta = {"threads": threads, "rounds": args.rounds, "peaks": peaks, "load_start": loadavg(),
+        from leirc.target import target_of
+
+        # the target these numbers belong to: results of another host are not mixed in
+        meta = {"target": target_of("llvm").to_json(), "threads": threads, "rounds": args.rounds, "peaks": peaks,
+                "load_start": loadavg(),
                 "started": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__,
                 "command": " ".join(["benchmarks/bench_peers.py"] + (argv if argv is not None else sys.argv[1:]))}
     t_start = time.perf_counter()
