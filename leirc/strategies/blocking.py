@@ -456,6 +456,9 @@ class PadInput(Strategy):
     After: \\kernel k(X:f32[8])->(C:f32[10]){L^{12}_{a=0}[A^{f32,g}_{a}=if_then_else(2<=a<10,X^{f32,g}_{a-2},0.0);];L^{10}_{i=0}L^{3}_{p=0}[C^{f32,g}_{i}=C^{f32,g}_{i}+A^{f32,g}_{i-p+2};];}
     """
 
+    def _applies(self, ctx: Context, ref: str, name: str) -> bool:
+        return _plans(self, ctx, ref, name)
+
     def sites(self, ctx: Context) -> list[Site]:
         out = []
         for ref, st, _ in ctx.stmts():
@@ -463,6 +466,8 @@ class PadInput(Strategy):
                                   if isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
                                   and isinstance(n.args[1], A.Access))
             for name in names:
+                if not self._applies(ctx, ref, name):
+                    continue
                 site = self.site(ctx, {"stmt": ref, "tensor": name}, f"pad {name} so its reads need no guard", dict)
                 if site is not None:
                     out.append(site)
@@ -697,6 +702,9 @@ class MaskInput(Strategy):
     After: \\kernel k(A:f32[4,4],B:f32[4,4])->(C:f32[4,4]){L^{4}_{a=0}L^{4}_{b=0}[D^{f32,g}_{a,b}=if_then_else(a<=b,A^{f32,g}_{a,b},0.0);];L^{4}_{i=0}L^{4}_{j=0}L^{4}_{k=0}[C^{f32,g}_{i,j}=C^{f32,g}_{i,j}+D^{f32,g}_{i,k}*B^{f32,g}_{k,j};];}
     """
 
+    def _applies(self, ctx: Context, ref: str, name: str) -> bool:
+        return _plans(self, ctx, ref, name)
+
     def sites(self, ctx: Context) -> list[Site]:
         out = []
         for ref, st, _ in ctx.stmts():
@@ -704,9 +712,7 @@ class MaskInput(Strategy):
                                   if isinstance(n, A.Call) and n.func == "if_then_else" and len(n.args) == 3
                                   and isinstance(n.args[1], A.Access))
             for name in names:
-                try:
-                    self._guard(ctx, st, name)
-                except NotApplicable:
+                if not self._applies(ctx, ref, name):
                     continue
                 site = self.site(ctx, {"stmt": ref, "tensor": name}, f"copy {name} masked so its reads need no guard", dict)
                 if site is not None:
@@ -784,6 +790,16 @@ class MaskInput(Strategy):
         ctx.recheck(self.name, kernel, st, message="the masked program would not check: {code} {message}")
         return Rewrite(kernel, "bitwise", {"copy": f"N{spath[0]}.{names[0]}", "masked": masked},
                        moved=carried(hot, (spath[0],), (spath[0] + 1,)))
+
+
+def _plans(strategy, ctx: Context, ref: str, name: str) -> bool:
+    """A site is listed only where the step applies (its plan succeeds and the result
+    checks): the guard forms are matched first, the rest is the plan itself."""
+    try:
+        strategy.plan(ctx, {"stmt": ref, "tensor": name})
+    except NotApplicable:
+        return False
+    return True
 
 
 def _map_stmts_at(kernel: A.Kernel, spath: tuple, new_st: A.Assign) -> A.Kernel:

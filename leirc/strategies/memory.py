@@ -505,6 +505,12 @@ class SetStorageScope(Strategy):
             return f"'{name}' is a kernel {info.role}; parameters live in global memory"
         if info.scope == scope:
             return f"'{name}' is already in scope '{scope}'"
+        if info.private:
+            # the \alloc moves too; where a scope is allowed for a tile depends on the
+            # thread loops around it (E048): the checker decides
+            if not ctx.passes(self._rewrite(ctx, name, scope)):
+                return f"private tensor '{name}' cannot live in scope '{scope}' where it is allocated"
+            return None
         if scope == "s":
             elems = per_block_footprint(name, ctx.result.stmts)
             if elems is None:
@@ -524,11 +530,27 @@ class SetStorageScope(Strategy):
                 out.append(Site(self.name, {"tensor": info.name}, {"scope": scopes}, f"move {info.name} ({info.scope})"))
         return out
 
+    def _rewrite(self, ctx, name, scope):
+        new = rename_tensor(ctx.kernel, name, name, scope=scope)
+        return replace(new, body=_set_alloc(new.body, name, lambda al: replace(al, scope=scope)))
+
     def plan(self, ctx, args):
         why = self._reason(ctx, args["tensor"], args["scope"])
         if why is not None:
             raise self.na(why)
-        return Rewrite(rename_tensor(ctx.kernel, args["tensor"], args["tensor"], scope=args["scope"]), self.numerics)
+        return Rewrite(self._rewrite(ctx, args["tensor"], args["scope"]), self.numerics)
+
+
+def _set_alloc(body, name: str, fn) -> tuple:
+    """``body`` with the ``\alloc`` of ``name`` replaced by ``fn(alloc)``."""
+    out = []
+    for it in body:
+        if isinstance(it, A.Alloc) and it.name == name:
+            it = fn(it)
+        elif isinstance(it, (A.Loop, A.Region)):
+            it = replace(it, body=_set_alloc(it.body, name, fn))
+        out.append(it)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------
@@ -705,6 +727,8 @@ class SetStorageLayout(Strategy):
             raise self.na(f"'{tensor}' is a kernel {info.role}; its layout is fixed by the signature (use layout_transformation)")
         if not info.shape:
             raise self.na(f"'{tensor}' is a scalar; it has no layout")
+        if info.private:
+            raise self.na(f"'{tensor}' is a private tensor: its shape is declared by its \\alloc, not inferred")
         return info, _layout_spec(self, args, info.shape)
 
     def _rewrite(self, ctx, info, spec):
@@ -742,8 +766,8 @@ class SetStorageLayout(Strategy):
     def sites(self, ctx):
         out = []
         for info in ctx.result.tensors.values():
-            if info.role != "intermediate" or not info.shape or not ctx.wants_tensor(info.name):
-                continue
+            if info.role != "intermediate" or not info.shape or info.private or not ctx.wants_tensor(info.name):
+                continue  # (a private tensor's declared shape would not follow the new subscripts)
             needs = {k: self._needs_check(ctx, info, k) for k in LAYOUTS}
             for fixed, domains in _layout_domains(info.shape):
                 if not needs[fixed["kind"]]:
