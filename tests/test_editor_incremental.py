@@ -107,6 +107,29 @@ def test_semantic_tokens_after_an_edit_lex_one_kernel(monkeypatch):
     assert len(lexed) == 1
 
 
+def test_outline_converted_per_kernel_equals_the_whole_conversion():
+    from leirc_lsp.server import CONVERTER, _symbol, _symbols
+
+    rng = random.Random(11)
+    for f in CORPUS:
+        text = f.read_text()
+        for t in (text, text + "\n" + text, "% é𝔸\n" + text, text.replace("\n\\kernel", "\n𝔸 é \\kernel")):
+            i = rng.randrange(len(t))
+            for x in (t, t[:i] + rng.choice(["\n", " ", "é", "𝔸"]) + t[i:]):
+                doc = Document(x)
+                lines = Lines(doc.text)
+                assert _symbols(doc) == [CONVERTER.unstructure(_symbol(lines, s)) for s in features.document_symbols(doc)]
+
+
+def test_inlay_hints_look_only_at_the_kernels_shown():
+    text = "\n".join(f.read_text() for f in CORPUS)
+    doc = Document(text)
+    every = features.inlay_hints(doc)
+    assert every
+    first, last = every[len(every) // 2].line - 3, every[len(every) // 2].line + 3
+    assert features.inlay_hints(doc, first, last) == [h for h in every if first <= h.line <= last]
+
+
 # ---------------------------------------------------------------------------
 # the server
 

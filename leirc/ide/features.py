@@ -302,47 +302,93 @@ def _nest_name(lp: A.Loop) -> str:
 
 
 def document_symbols(doc: Document) -> list[Symbol]:
-    from ..lang.printer import print_item, print_signature, COMPACT
-
+    """Kernels, their nests and statements. Kernel by kernel: each kernel's tree is built
+    in its segment's coordinates, cached by the segment's text, and moved to its place."""
     out: list[Symbol] = []
     for seg, k in doc.kernels():
         if k.span is None and not seg.text.strip():
             continue
-        kspan = seg.to_doc(k.span) if k.span is not None else doc.span(seg.offset, seg.offset + len(seg.text))
-        sel = kspan
-        if k.declared and k.span is not None:
-            m = re.compile(r"\\kernel\s+(" + re.escape(k.name) + ")").match(seg.text, k.span.start)
-            if m:
-                sel = _doc_span(doc, seg, m.start(1), m.end(1))
-        ks = Symbol(k.name, "kernel", print_signature(k, PRETTY) if k.declared else "bare body", kspan, sel)
-
-        def items(body, into: list[Symbol]):
-            for it in body:
-                if it.span is None:
-                    continue
-                sp = seg.to_doc(it.span)
-                if isinstance(it, A.Loop):
-                    s = Symbol(_nest_name(it), "loop", f"{A.LOOP_KIND_NAMES.get(it.kind, it.kind)} loop {it.var}",
-                               sp, A.Span(sp.line, sp.col, sp.line, sp.col + 1, sp.start, sp.start + 1))
-                    inner = it
-                    while len(inner.body) == 1 and isinstance(inner.body[0], A.Loop):
-                        inner = inner.body[0]
-                    items(inner.body, s.children)
-                    into.append(s)
-                elif isinstance(it, A.Assign):
-                    line = print_item(it, COMPACT).rstrip(";")
-                    into.append(Symbol(it.target.name + " = …", "statement", line[:120], sp, sp))
-                else:
-                    body = getattr(it, "body", None)
-                    s = Symbol(type(it).__name__.lower() + (f" {it.name}" if isinstance(getattr(it, "name", None), str)
-                                                            else ""), "statement", "", sp, sp)
-                    if isinstance(body, tuple):
-                        items(body, s.children)
-                    into.append(s)
-
-        items(k.body, ks.children)
-        out.append(ks)
+        if k.span is None:  # a bare body: its span is the segment's
+            kspan = doc.span(seg.offset, seg.offset + len(seg.text))
+            out.append(_kernel_symbol(k, seg.text, kspan, seg.to_doc))
+            continue
+        out.append(_moved(kernel_symbols(seg), seg.line0, seg.offset))
     return out
+
+
+def kernel_symbols(seg: Segment) -> Optional[Symbol]:
+    """The symbol tree of the segment's kernel in the segment's own coordinates (line 1 is
+    its first line), cached by its text; None for a segment without a declared kernel span.
+    :func:`document_symbols` moves it into place; the language server converts it once per
+    kernel text and moves the converted tree."""
+    k = seg.kernel
+    if k is None or k.span is None:
+        return None
+    key = (seg.text, k.name)
+    with _TOKEN_LOCK:
+        local = _SYMBOL_CACHE.get(key)
+        if local is not None:
+            _SYMBOL_CACHE.move_to_end(key)
+            return local
+    local = _kernel_symbol(k, seg.text, k.span, lambda sp: sp)
+    with _TOKEN_LOCK:
+        _SYMBOL_CACHE[key] = local
+        while len(_SYMBOL_CACHE) > 512:
+            _SYMBOL_CACHE.popitem(last=False)
+    return local
+
+
+_SYMBOL_CACHE: "OrderedDict[tuple[str, str], Symbol]" = OrderedDict()
+
+
+def _moved(s: Symbol, lines: int, offset: int) -> Symbol:
+    from .document import shift_span
+
+    return Symbol(s.name, s.kind, s.detail, shift_span(s.span, lines, offset), shift_span(s.selection, lines, offset),
+                  [_moved(c, lines, offset) for c in s.children])
+
+
+def _kernel_symbol(k: A.Kernel, text: str, kspan: A.Span, place) -> Symbol:
+    """The symbol tree of kernel ``k`` (parsed from the segment ``text``); ``place`` maps a
+    segment span to where the tree's spans go (the document, or the segment itself)."""
+    from ..lang.printer import print_item, print_signature, COMPACT
+
+    sel = place(kspan) if k.span is not None else kspan
+    kspan = sel
+    if k.declared and k.span is not None:
+        m = re.compile(r"\\kernel\s+(" + re.escape(k.name) + ")").match(text, k.span.start)
+        if m:
+            line = text.count("\n", 0, m.start(1)) + 1
+            col = m.start(1) - (text.rfind("\n", 0, m.start(1)) + 1) + 1
+            sel = place(A.Span(line, col, line, col + len(k.name), m.start(1), m.end(1)))
+    ks = Symbol(k.name, "kernel", print_signature(k, PRETTY) if k.declared else "bare body", kspan, sel)
+
+    def items(body, into: list[Symbol]):
+        for it in body:
+            if it.span is None:
+                continue
+            sp = place(it.span)
+            if isinstance(it, A.Loop):
+                s = Symbol(_nest_name(it), "loop", f"{A.LOOP_KIND_NAMES.get(it.kind, it.kind)} loop {it.var}",
+                           sp, A.Span(sp.line, sp.col, sp.line, sp.col + 1, sp.start, sp.start + 1))
+                inner = it
+                while len(inner.body) == 1 and isinstance(inner.body[0], A.Loop):
+                    inner = inner.body[0]
+                items(inner.body, s.children)
+                into.append(s)
+            elif isinstance(it, A.Assign):
+                line = print_item(it, COMPACT).rstrip(";")
+                into.append(Symbol(it.target.name + " = …", "statement", line[:120], sp, sp))
+            else:
+                body = getattr(it, "body", None)
+                s = Symbol(type(it).__name__.lower() + (f" {it.name}" if isinstance(getattr(it, "name", None), str)
+                                                        else ""), "statement", "", sp, sp)
+                if isinstance(body, tuple):
+                    items(body, s.children)
+                into.append(s)
+
+    items(k.body, ks.children)
+    return ks
 
 
 def folding_ranges(doc: Document) -> list[tuple[int, int, str]]:
@@ -595,6 +641,8 @@ def inlay_hints(doc: Document, first_line: int = 1, last_line: Optional[int] = N
         res = seg.result
         if res is None:
             continue
+        if seg.end_line < first_line or (last_line is not None and seg.line0 + 1 > last_line):
+            continue  # only the kernels the editor shows
         idx = index_of(k, seg.text)
         done = set()
         for o in idx.occurrences:

@@ -35,6 +35,7 @@ import signal
 import sys
 import threading
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -837,8 +838,13 @@ def did_change(ls: LeircServer, params: T.DidChangeTextDocumentParams):
     st = ls.docs.get(uri)
     if st is None:
         st = ls.docs[uri] = DocState(uri, doc.source, params.text_document.version)
-    i = _first_difference(st.text, doc.source)
-    st.edited_line = doc.source.count("\n", 0, i) + 1
+    ranges = [c.range for c in params.content_changes if isinstance(c, T.TextDocumentContentChangePartial)]
+    if ranges and len(ranges) == len(params.content_changes):
+        # an incremental change says where it is: no comparison of two large texts per key
+        st.edited_line = min(r.start.line for r in ranges) + 1
+    else:
+        i = _first_difference(st.text, doc.source)
+        st.edited_line = doc.source.count("\n", 0, i) + 1
     st.text, st.version = doc.source, params.text_document.version
     ls.schedule_diagnostics(uri)
 
@@ -997,9 +1003,50 @@ async def document_symbols(ls: LeircServer, params: T.DocumentSymbolParams):
     return await ls.off_loop(_symbols, doc)
 
 
-def _symbols(doc: Document) -> list[T.DocumentSymbol]:
-    lines = Lines(doc.text)
-    return [_symbol(lines, s) for s in features.document_symbols(doc)]
+def _symbols(doc: Document) -> list[dict]:
+    """The outline as LSP JSON, kernel by kernel: each kernel's tree is converted once per
+    kernel text (in its own lines, UTF-16 columns of its real first line) and moved to its
+    place by adding its first line; a bare body is converted whole."""
+    out: list[dict] = []
+    lines = None
+    for seg, k in doc.kernels():
+        local = features.kernel_symbols(seg)
+        if local is None:
+            if k.span is None and not seg.text.strip():
+                continue
+            lines = lines or Lines(doc.text)
+            out.extend(CONVERTER.unstructure(_symbol(lines, s)) for s in features.document_symbols(doc)
+                       if s.name == k.name)
+            continue
+        prefix = doc.text[seg.offset:seg.offset + seg.pad]
+        key = (seg.text, k.name, prefix)
+        with _SYMBOL_LOCK:
+            hit = _SYMBOL_JSON.get(key)
+        if hit is None:
+            hit = CONVERTER.unstructure(_symbol(Lines(prefix + seg.text[seg.pad:]), local))
+            with _SYMBOL_LOCK:
+                _SYMBOL_JSON[key] = hit
+                while len(_SYMBOL_JSON) > 512:
+                    _SYMBOL_JSON.popitem(last=False)
+        out.append(_shifted(hit, seg.line0))
+    return out
+
+
+_SYMBOL_JSON: "OrderedDict[tuple, dict]" = OrderedDict()
+_SYMBOL_LOCK = threading.Lock()
+
+
+def _shifted(sym: dict, lines: int) -> dict:
+    if lines == 0:
+        return sym
+    out = dict(sym)
+    for key in ("range", "selectionRange"):
+        r = sym[key]
+        out[key] = {"start": {"line": r["start"]["line"] + lines, "character": r["start"]["character"]},
+                    "end": {"line": r["end"]["line"] + lines, "character": r["end"]["character"]}}
+    if sym.get("children"):
+        out["children"] = [_shifted(c, lines) for c in sym["children"]]
+    return out
 
 
 @server.feature(T.TEXT_DOCUMENT_FOLDING_RANGE)
