@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import textwrap
 
 import pytest
@@ -122,3 +123,22 @@ def test_leirc_build_model_py_at_O2_blocks_the_gemm_and_verifies(tmp_path, monke
     # register blocking reached the imported GEMM: a private accumulator tile inside the nest
     assert "\\alloc" in o2 and ",l}" in o2
     assert json.loads((out / "gemm_model.report.json").read_text())["verified"] is True
+
+
+@pytest.mark.slow
+def test_build_model_py_time_prints_the_module_vs_module_figure(model_file, tmp_path, capsys):
+    """`--time` prints KernelBench's figure (Model(*inputs) vs ModelNew(*inputs), median
+    and spread, the KernelBench allclose check) and keeps the kernel-only figure, labelled
+    as such. The numbers themselves are not asserted (a loaded machine gives any)."""
+    from leirc.cli.main import main
+
+    out = tmp_path / "out"
+    rc = main(["build", str(model_file), "-o", str(out), "--time"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    line = next(ln for ln in err.splitlines() if "module vs module as KernelBench times it" in ln)
+    assert "eager Model" in line and "leirc ModelNew" in line and "interleaved rounds" in line
+    assert "kernel only (pre-made inputs and outputs" in line
+    assert re.search(r"KernelBench check \w+: 5/5 seeded inputs allclose\(atol=rtol=0\.01\)", err), err
+    rep = json.loads((out / "small_model.report.json").read_text())
+    assert rep["eager_ms"] > 0 and rep["leirc_ms"] > 0 and rep["speedup_eager"] > 0

@@ -121,9 +121,10 @@ def test_kb_harness_runs_one_tiny_module_and_writes_its_json(tmp_path, capsys):
     assert row["kb_check"]["ok"] and row["kb_check"]["passed"] == 2 and row["kb_check"]["tol"] == 1e-2
     assert row["verified"] is True  # leirc's own verification, from the build's report
     sides = row["timing"]["sides"]
-    assert set(sides) == {"eager", "leirc", "kernel"} and all(len(s["runs"]) == 2 for s in sides.values())
+    assert set(sides) == {"eager", "leirc", "kernel", "kernel_alloc"} and all(len(s["runs"]) == 2 for s in sides.values())
     assert row["timing"]["threads_torch"] == 2 and row["timing"]["threads_tvm"] == 2
     assert row["eager_ms"] > 0 and row["leirc_ms"] > 0 and row["overhead_us"] is not None
+    assert row["fresh_output_us"] is not None
     assert doc["summary"]["rows"] == 1 and doc["summary"]["kb_correct"] == 1
     assert doc["meta"]["versions"]["torch"] and doc["meta"]["load_start"] is not None
     md = out_md.read_text()
