@@ -69,7 +69,7 @@ def cluster(tmp_path_factory):
     fast = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * MB,
                                                       "include_dashboard": False, "resources": res,
-                                                      "_system_config": fast})
+                                                      "node_ip_address": "127.0.0.1", "_system_config": fast})
     try:
         c.wait_for_nodes()
         yield c
@@ -86,7 +86,8 @@ def _worker_node(c):
     others = [n for n in c.worker_nodes]
     if others:
         return others[0]
-    n = c.add_node(num_cpus=1, object_store_memory=100 * MB, resources=node_resources("llvm"))
+    n = c.add_node(num_cpus=1, object_store_memory=100 * MB, resources=node_resources("llvm"),
+                   node_ip_address="127.0.0.1")
     c.wait_for_nodes()
     return n
 

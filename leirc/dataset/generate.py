@@ -570,13 +570,13 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budge
                     recs = out.value
                 else:
                     recs = crash_records(u, udone, out.error or "the unit failed")
-                have = store.done()
+                # a unit that ran twice (its first node died after finishing): the first copy stays
+                recs = [r for r in recs if r["job"] not in done]
                 for rec in recs:
-                    if rec["job"] in have:  # a unit that ran twice: the first copy stays
-                        continue
                     rec["node"] = {"name": out.node, "target_fingerprint": out.fingerprint}
-                    store.put(rec)
                     totals[rec["status"]] += 1
+                store.put_many(recs)  # the unit's result: one transaction
+                done.update(r["job"] for r in recs)
                 bar.retried = ex.retries
                 bar.add(out)
                 if not bar.live:

@@ -1,8 +1,9 @@
 """The dataset's persistent state: ``DIR/dataset.sqlite``.
 
-One row per *job* (a source, a shape instance, one strategy step), written in its own
-transaction by the generating process alone (workers and cluster nodes hand their records
-back to it), so a run killed at any moment (SIGKILL included) keeps every stored record and
+One row per *job* (a source, a shape instance, one strategy step), written by the
+generating process alone (workers and cluster nodes hand their records back to it): a job's
+record in its own transaction when the job runs in that process, a unit's records in one
+transaction when they come back from a worker or a node, so a run killed at any moment (SIGKILL included) keeps every stored record and
 a rerun skips exactly those. The database is in WAL mode: readers (``stats``, a test
 watching a run) never block the writer. ``status`` is
 ``ok`` for a verified record and the reason otherwise (``mismatch``, ``noop``,
@@ -94,13 +95,18 @@ class Store:
             c.close()
 
     def put(self, record: dict) -> None:
+        self.put_many([record])
+
+    def put_many(self, records: list) -> None:
+        """Store ``records`` in one transaction (one sync to disk): a unit's records arrive
+        together from a worker or a node, and are kept all or none."""
         c = self._connect()
         try:
             with c:
-                c.execute("INSERT OR REPLACE INTO jobs (key, ord, unit, status, strategy, level, record) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                          (record["job"], record["order"], record["unit"], record["status"], record["strategy"],
-                           record["level"], json.dumps(record, sort_keys=True)))
+                c.executemany("INSERT OR REPLACE INTO jobs (key, ord, unit, status, strategy, level, record) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                              [(r["job"], r["order"], r["unit"], r["status"], r["strategy"], r["level"],
+                                json.dumps(r, sort_keys=True)) for r in records])
         finally:
             c.close()
 
