@@ -32,12 +32,17 @@ BOOT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; 
         "from leirc_lsp.server import main; sys.exit(main())")
 
 _home: list[str] = []
+#: the directory the server was started in, before it moved (relative paths in the settings
+#: still mean what they meant there)
+launch_dir: list[str] = []
 
 
 def isolate() -> str:
     """Move this process out of whatever directory it was started in (see the module
     docstring); returns the private directory it now runs in."""
     cwd = _cwd()
+    if not launch_dir:
+        launch_dir.append(cwd or os.path.expanduser("~"))
     # ``-m`` put the start directory first and ``-c`` put ``''`` there; an editable
     # install's .pth may list the same directory further on, legitimately: only the
     # launch's entry goes
@@ -51,6 +56,13 @@ def isolate() -> str:
         atexit.register(shutil.rmtree, home, True)
     os.chdir(_home[0])
     return _home[0]
+
+
+def resolve(path: str) -> str:
+    """``path`` from a setting: ``~`` expanded, and relative to where the server was started
+    (not to its private directory)."""
+    p = os.path.expanduser(path)
+    return p if os.path.isabs(p) or not launch_dir else os.path.join(launch_dir[0], p)
 
 
 def _cwd() -> str:

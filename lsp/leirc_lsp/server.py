@@ -55,7 +55,7 @@ from leirc.strategies.base import NotApplicable, Step
 
 from . import __version__
 from . import tokens
-from .isolation import isolate
+from .isolation import isolate, resolve
 from .positions import Lines
 
 log = logging.getLogger("leirc_lsp")
@@ -168,13 +168,13 @@ class Settings:
         if not self.trusted:
             raise ValueError(UNTRUSTED + " (no model is asked)")
         if self.llm_cache:
-            given["cache"] = None if self.llm_cache.lower() == "none" else os.path.expanduser(self.llm_cache)
+            given["cache"] = None if self.llm_cache.lower() == "none" else resolve(self.llm_cache)
         try:
             from leirc.llm import LLMError, config_from
         except ImportError as e:
             raise ValueError(f"the LLM layer is not available ({e})") from None
         try:
-            return config_from(given, self.llm_config)
+            return config_from(given, resolve(self.llm_config) if self.llm_config else None)
         except LLMError as e:
             raise ValueError(str(e)) from None
 
@@ -496,7 +496,10 @@ class LeircServer(LanguageServer):
         this process; the file is never held open nor written)."""
         key = (self.settings.memory, self.settings.target)
         if self.memory_key != key:
-            self.memory = suggestions.open_memory(self.settings.memory or None, self.settings.target,
+            memory = self.settings.memory
+            if memory and memory.lower() != "none":
+                memory = resolve(memory)
+            self.memory = suggestions.open_memory(memory or None, self.settings.target,
                                                   warn=lambda m: log.warning("%s", m))
             self.memory_key = key
         return self.memory
