@@ -19,8 +19,9 @@ Loops
     L     serial                                      serial
     P     ``T.parallel`` (serial when nested in a     serial (a thread runs it sequentially)
           P or V loop: TVM cannot nest them)
-    V     ``T.vectorized`` (serial when nested in V)  ``T.vectorized`` (serial when nested in V
-                                                      or when it contains a B loop)
+    V     ``T.vectorized`` (serial when nested in V   ``T.vectorized`` (serial when nested in V,
+          or when a private tensor is allocated in    when it contains a B loop, or when a
+          it: TVM's lanes would share one tile)       private tensor is allocated in it)
     U     ``T.unroll`` (TVM unrolls it in TIR) when   same
           the copies stay small (<= 256 statements
           and loops), else a serial loop annotated
@@ -452,6 +453,8 @@ class Lowerer:
         self.poison = bool(poison_intermediates)
         #: id(Store) -> local scalar that stands for its target (see :meth:`_emit_allreduce`)
         self.redirect: dict = {}
+        #: tensors of 2**31 elements or more: int64 shapes and subscripts (:meth:`_shape`)
+        self.wide: set = set()
 
     # -- driver ----------------------------------------------------------------
     def lower(self):
@@ -469,7 +472,7 @@ class Lowerer:
                 T.func_attr({"tirx.noalias": True})
                 for p in k.inputs + k.outputs:
                     self.cur_span = p.span
-                    buf = T.arg(p.name, T.Buffer(tuple(p.shape), DTYPES[p.dtype]))
+                    buf = T.arg(p.name, T.Buffer(self._shape(p.name, p.shape), DTYPES[p.dtype]))
                     self.bufs[p.name] = buf
                 for info in self.root_allocs:
                     self._alloc(info, "global")
@@ -595,9 +598,18 @@ class Lowerer:
     def _alloc(self, info, scope: str):
         T = self.T
         self.cur_span = info.span
-        buf = T.alloc_buffer(tuple(info.shape), DTYPES[info.dtype], scope=scope)
+        buf = T.alloc_buffer(self._shape(info.name, info.shape), DTYPES[info.dtype], scope=scope)
         self.IRB.name(info.name, buf)
         self.bufs[info.name] = buf
+
+    def _shape(self, name: str, shape) -> tuple:
+        """A buffer's shape; int64 extents for a tensor of 2**31 elements or more, whose
+        flattened offsets TVM computes in the type of its shape and subscripts (int32
+        would wrap: a segfault, or TVM's own error for a literal size)."""
+        if math.prod(shape or ()) < 2**31:
+            return tuple(shape)
+        self.wide.add(name)
+        return tuple(self.tvm.tirx.IntImm("int64", int(d)) for d in shape)
 
     def _poison_fill(self, info):
         """Fill a root-allocated intermediate with the interpreter's poison value (NaN
@@ -610,12 +622,14 @@ class Lowerer:
         value = self._poison_value(info.dtype)
         shape = tuple(info.shape or ())
         if not self.gpu:
+            wide = info.name in self.wide
+
             def nest(k, idx):
                 if k == len(shape):
                     T.buffer_store(buf, value, idx)
                     return
                 with T.serial(0, shape[k]) as v:
-                    nest(k + 1, idx + [v])
+                    nest(k + 1, idx + [tirx.Cast("int64", v) if wide else v])
             nest(0, [])
             return
         n = math.prod(shape)
@@ -793,7 +807,8 @@ class Lowerer:
             with T.attr(reducer, "reduce_scope", tirx.reinterpret("handle", tirx.const(0, "uint64"))):
                 T.evaluate(tirx.call_intrin("void", "tirx.tvm_thread_allreduce", tirx.const(1, "uint32"), acc[0],
                                             cond, res[0], *[raw[l.var] for l in plan.reduce]))
-            indices = [_ExprLowerer(self, c.env, dt, st).index(i) for i in st.target.indices]
+            wide = st.target.name in self.wide
+            indices = [_ExprLowerer(self, c.env, dt, st).index(i, wide) for i in st.target.indices]
             first = [raw[l.var] == 0 for l in plan.reduce]
             self._guarded_store(self.bufs[st.target.name], res[0], indices, list(c.conds) + first, [], c.kernel)
 
@@ -810,6 +825,10 @@ class Lowerer:
         k = ctx.kernel
         n = lp.extent
         kind = lp.kind
+        if kind == "V" and _holds_private(lp):
+            # TVM's vectorizer gives the lanes one shared allocation: a tile that is fresh
+            # per iteration would be one tile for all lanes. Serial iterations each get their own.
+            return T.serial(0, n), {}, None
         if not self.gpu:
             if kind == "P" and not (ctx.in_parallel or ctx.in_vector):
                 return T.parallel(0, n), {"in_parallel": True}, None
@@ -870,7 +889,8 @@ class Lowerer:
             else:
                 ex = _ExprLowerer(self, ctx.env, tdt, st)
                 value = ex.top(st.value)
-            indices = [_ExprLowerer(self, ctx.env, tdt, st).index(i) for i in tgt.indices]
+            wide = tgt.name in self.wide
+            indices = [_ExprLowerer(self, ctx.env, tdt, st).index(i, wide) for i in tgt.indices]
         except LowerFailure:
             raise
         except Exception as e:  # noqa: BLE001
@@ -909,6 +929,11 @@ class Lowerer:
                 return _infinity(tirx, dt, val > 0)
             return tirx.max_value(tv) if val > 0 else tirx.min_value(tv)
         return tirx.const(float(val) if is_float(dt) else int(val), tv)
+
+
+def _holds_private(lp: P.Loop) -> bool:
+    """A private tensor is allocated in ``lp``'s body or in a loop under it."""
+    return any(isinstance(n, P.Loop) and n.allocs for n in P.walk([lp]))
 
 
 def _code_size(nodes) -> int:
@@ -962,11 +987,12 @@ class _ExprLowerer:
         v = self.expr(e, comp)
         return self.cast(v, comp, self.tdt)
 
-    def index(self, e: A.Expr):
+    def index(self, e: A.Expr, wide: bool = False):
         """A subscript: int64 as LEIR defines it, or int32 when every subexpression
-        provably fits (same values, cheaper code)."""
+        provably fits (same values, cheaper code) and the tensor has fewer than 2**31
+        elements (``wide``: TVM flattens the subscripts in their own type)."""
         ranges = {l.var: (l.start, l.start + l.extent - 1) for l in self.st.info.loops}
-        dt = "i32" if _magnitude(e, ranges) < 2**31 else "i64"
+        dt = "i32" if not wide and _magnitude(e, ranges) < 2**31 else "i64"
         saved, self.index_dt = self.index_dt, dt
         try:
             return self.expr(e, dt)
@@ -1076,7 +1102,8 @@ class _ExprLowerer:
         buf = self.low.bufs.get(acc.name)
         if buf is None:
             raise LowerFailure(f"tensor '{acc.name}' has no buffer", acc.span)
-        idx = [self.index(i) for i in acc.indices]
+        wide = acc.name in self.low.wide
+        idx = [self.index(i, wide) for i in acc.indices]
         return self.tirx.BufferLoad(buf, idx)
 
     def binop(self, e: A.BinOp, comp: str):
