@@ -131,6 +131,17 @@ def test_parameters_are_bound_once_and_follow_in_place_updates(solution):
         new.ref.lin.weight = torch.nn.Parameter(w.detach().clone())
         assert torch.allclose(new(x), ref(x), rtol=1e-5, atol=1e-6)
         assert call.binds == n_params + 1
+        # new storage under the same Parameter object (Module.to assigns .data like this)
+        data = torch.rand(12, 16)
+        ref.lin.weight.data = data
+        new.ref.lin.weight.data = data.clone()
+        assert torch.allclose(new(x), ref(x), rtol=1e-5, atol=1e-6)
+        assert call.binds == n_params + 2
+        new.ref.double()  # float64 parameters: converted to the kernel's f32, once per change
+        y = new(x)
+        assert torch.allclose(y, ref(x), rtol=1e-5, atol=1e-6) and call.binds == n_params + 4
+        new(x)
+        assert call.binds == n_params + 4
 
 
 def test_non_contiguous_and_other_dtype_inputs_are_converted_once(solution):

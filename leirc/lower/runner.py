@@ -303,7 +303,7 @@ class TorchCall:
     zeros), lets the kernel write them in place and returns them.
 
     Parameters are bound once: the view of a parameter is kept while the module still holds
-    the same tensor object; in-place updates (``load_state_dict``, an optimizer step) are
+    the same tensor object on the same storage; in-place updates (``load_state_dict``, an optimizer step) are
     seen through the view with no rebinding. A parameter that needed converting is
     converted again only when its ``_version`` changes. ``binds`` counts the (re)bindings
     and ``last_args`` keeps the argument views of the last call (tests check the pointers).
@@ -352,14 +352,16 @@ class TorchCall:
         for part in self._param_path[name]:
             obj = _member(obj, part)
         hit = self._bound.get(name)
-        if hit is not None and hit[0] is obj and (hit[1] is None or hit[1] == obj._version):
-            return hit[2]
+        if (hit is not None and hit[0] is obj and hit[1] == obj.data_ptr()
+                and (hit[2] is None or hit[2] == obj._version)):
+            return hit[3]
         t = self._tensor(obj, self._in_dtypes[name])
         # a view of the module's own storage follows in-place updates; a converted copy must
-        # be redone when the parameter changes (its version is the key then)
+        # be redone when the parameter changes (its version is the key then). The pointer
+        # catches ``param.data = ...`` (Module.to does that), which keeps the object.
         version = None if t.data_ptr() == obj.data_ptr() else obj._version
         view = self.library.view(t)
-        self._bound[name] = (obj, version, view, t)  # t keeps a converted copy alive
+        self._bound[name] = (obj, obj.data_ptr(), version, view, t)  # t keeps a converted copy alive
         self.binds += 1
         return view
 
