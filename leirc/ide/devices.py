@@ -40,6 +40,15 @@ class TrackerProbe:
         return self.kind == "ok"
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); ValueError with a message otherwise (as the engine's
+    RPC layer reads it, without importing it into the editor's process)."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not a tracker address: {text!r} (expected HOST:PORT, e.g. 127.0.0.1:9190)")
+    return host, int(port)
+
+
 def probe_tracker(address: Optional[str], key: Optional[str], timeout: float = 4.0) -> TrackerProbe:
     """Ask the tracker at ``address`` (``HOST:PORT``) whether it serves ``key``; never
     raises, never takes longer than ``timeout`` seconds (plus name resolution)."""

@@ -168,7 +168,7 @@ def run_device(target: str, rpc_tracker: Optional[str], rpc_key: Optional[str], 
     machine's GPU when the editor's own ``target`` is not cuda already (``rpc`` None); None
     when there is neither. ValueError for an RPC setting that cannot work."""
     if rpc_tracker:
-        from ..lower.rpc import parse_address
+        from .devices import parse_address
 
         host, port = parse_address(rpc_tracker)
         if not rpc_key:

@@ -26,7 +26,7 @@ def main() -> int:
     reference = req.get("reference")
     remote = None
     if req.get("rpc"):
-        from leirc.lower.rpc import RemoteDevice
+        from leirc.lower.device import RemoteDevice
 
         try:
             remote = RemoteDevice(req["rpc"]["tracker"], req["rpc"]["key"])
