@@ -21,7 +21,11 @@ def register(sub) -> None:
     p = sub.add_parser("import", help="import a PyTorch (KernelBench-format) module as a LEIR kernel",
                        description="Trace a KernelBench-format model file (class Model, get_inputs, get_init_inputs) "
                                    "with torch.fx and emit one self-contained declared LEIR kernel.")
-    p.add_argument("model", metavar="MODEL.py", help="the model file")
+    p.add_argument("model", metavar="MODEL.py", nargs="?", help="the model file")
+    p.add_argument("--list-ops", action="store_true",
+                   help="list the PyTorch operators the frontend translates (from its registration tables) and exit")
+    p.add_argument("--markdown", action="store_true",
+                   help="with --list-ops: as the Markdown of docs/frontend-ops.md")
     p.add_argument("-o", "--output", metavar="OUT.leir",
                    help="write the kernel here and the weights to OUT.npz (default: kernel to stdout)")
     p.add_argument("--weights", metavar="W.npz", help="where to save the weights (default: next to -o)")
@@ -32,6 +36,17 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if args.list_ops:  # the tables need no torch: a user can ask before installing it
+        if args.model is not None:
+            raise CliError("--list-ops takes no MODEL.py")
+        from ..frontend.ops.catalog import markdown, text
+
+        sys.stdout.write(markdown() if args.markdown else text())
+        return 0
+    if args.markdown:
+        raise CliError("--markdown goes with --list-ops")
+    if args.model is None:
+        raise CliError("give a MODEL.py to import (or --list-ops)")
     from ..driver import UsageError, require_torch
 
     try:
