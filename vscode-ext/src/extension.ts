@@ -95,6 +95,7 @@ async function interpreter(resource?: vscode.Uri): Promise<Interpreter> {
   return resolveInterpreter({
     setting,
     pythonExtension: setting || !vscode.workspace.isTrusted ? null : await pythonExtensionInterpreter(resource),
+    trusted: vscode.workspace.isTrusted,
     workspaceFolder: workspaceFolderOf(resource),
     home: os.homedir(),
   });

@@ -47,3 +47,15 @@ test("describeInterpreter says where the choice came from", () => {
   assert.match(describeInterpreter(resolveInterpreter({})), /python3 \(the default; set leir.server.pythonPath/);
   assert.match(describeInterpreter(resolveInterpreter({ setting: "/x/python" })), /from the setting/);
 });
+
+test("an untrusted folder's own interpreter is never used", () => {
+  const venv = resolveInterpreter({ setting: "${workspaceFolder}/.venv/bin/python", workspaceFolder: "/ws", trusted: false });
+  assert.deepEqual(venv, { command: "python3", args: [], source: "untrusted-default" });
+  assert.equal(resolveInterpreter({ setting: "/ws/env/bin/python", workspaceFolder: "/ws", trusted: false }).source, "untrusted-default");
+  assert.equal(resolveInterpreter({ setting: "env/bin/python", workspaceFolder: "/ws", trusted: false }).source, "untrusted-default");
+  // the Python extension may have chosen the folder's virtual environment: not asked
+  assert.equal(resolveInterpreter({ pythonExtension: ["/ws/.venv/bin/python"], trusted: false }).command, "python3");
+  // the user's own interpreter outside the folder is fine; trusted folders are unchanged
+  assert.equal(resolveInterpreter({ setting: "/opt/py/bin/python", workspaceFolder: "/ws", trusted: false }).source, "setting");
+  assert.equal(resolveInterpreter({ setting: "/ws/env/bin/python", workspaceFolder: "/ws", trusted: true }).source, "setting");
+});
