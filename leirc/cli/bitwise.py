@@ -47,8 +47,7 @@ def compare_builds(original: str, result: str, *, kernel: str, target: str, thre
 
     from ..interp.inputs import random_inputs
     from ..lang.checker import check_text
-    from ..lower.runner import zero_outputs
-    from ..lower.session import KernelSession
+    from ..lower.device import KernelSession, zero_outputs
     from ..verify import bitwise_equal
 
     k = check_text(original).results[0].kernel

@@ -37,7 +37,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..lower.session import KernelSession
+    from ..lower.device import KernelSession
     from .cmd_run import load_kernel, random_inputs
 
     require_runnable(args.target)

@@ -65,7 +65,7 @@ def random_inputs(kernel, seed: int) -> dict:
         interp_random = None
     if interp_random is not None:
         return interp_random(kernel, seed)
-    from ..lower.runner import make_inputs
+    from ..lower.device import make_inputs
 
     return make_inputs(kernel, seed)
 
@@ -118,8 +118,7 @@ def gather_inputs(paths: list, kernel, seed: int) -> tuple[dict, list]:
 
 
 def run(args) -> int:
-    from ..lower.runner import zero_outputs
-    from ..lower.session import KernelSession
+    from ..lower.device import KernelSession, zero_outputs
 
     require_runnable(args.target)
     res, src, name, _ = load_kernel(args.file, args.kernel)
