@@ -101,7 +101,7 @@ def _stdlib_sides(path: str, opt: str):
 
     from leirc.driver import BuildOptions, new_build, run_pipeline
     from leirc.interp import random_inputs
-    from leirc.lower.runner import Library, TorchCall
+    from leirc.lower.device import Library, TorchCall
     from search_matrix.torch_eager import _table
 
     name = os.path.splitext(os.path.basename(path))[0]
@@ -226,7 +226,7 @@ def child(args) -> int:
             sides["kernel_alloc"] = bare_kernel(new, sets, fresh_outputs=True)
         mt = bench.time_modules(sides, sets, rounds=args.rounds, warmup=args.warmup, min_block_ms=args.min_block_ms,
                                 l2_flush_mb=args.l2_flush, pause_ms=args.pause_ms, threads=args.threads)
-        from leirc.lower.runner import tvm_threads
+        from leirc.lower.device import tvm_threads
 
         mt.threads_tvm = tvm_threads()
         row["timing"] = mt.as_dict()

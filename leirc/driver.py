@@ -455,7 +455,7 @@ def time_pass(b: Build) -> Build:
     if b.options.target != "llvm":
         b.note(f"timing skipped: this machine cannot run {b.options.target} kernels")
         return b
-    from .lower.runner import time_kernel
+    from .lower.device import time_kernel
 
     for j in b.jobs:
         if b.kind == "py":
@@ -475,7 +475,7 @@ def _time_model(b: Build, j: Job) -> None:
     from .frontend import bench, load_model
     from .frontend.verify import leir_inputs
     from .frontend.wrapper import modelnew_in_memory
-    from .lower.runner import Library, time_kernel, tvm_threads
+    from .lower.device import Library, time_kernel, tvm_threads
 
     threads = b.options.threads
     pristine = load_model(b.model.path)

@@ -161,7 +161,7 @@ def test_non_contiguous_and_other_dtype_inputs_are_converted_once(solution):
 def test_library_run_reads_numpy_in_place_and_writes_the_given_output():
     from leirc.lang.checker import check_text
     from leirc.lower import build
-    from leirc.lower.runner import Library
+    from leirc.lower.device import Library
 
     src = r"\kernel axpy(X: f32[64], Y: f32[64]) -> (Z: f32[64]) { L^{64}_{i=0} [ Z^{f32,g}_{i} = 2.0*X^{f32,g}_{i} + Y^{f32,g}_{i}; ]; }"
     lib = Library.from_built(build(check_text(src).results[0], "llvm"))

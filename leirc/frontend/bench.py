@@ -5,7 +5,7 @@ several pre-generated input sets rotated across calls (no call can reuse a previ
 result), ``warmup`` calls, then ``repeat`` measurements, each a ``perf_counter`` loop of
 ``number`` calls with ``number`` chosen so a measurement lasts at least ``min_repeat_ms``;
 the median per-call time is reported. The same parameters drive
-:func:`leirc.lower.runner.time_kernel` on the LEIR side (the *kernel-only* figure: pre-made
+:func:`leirc.lower.device.time_kernel` on the LEIR side (the *kernel-only* figure: pre-made
 inputs and outputs, no module around the kernel).
 
 The KernelBench-conformant figure (issue #35) is :func:`time_modules`: the reference

@@ -155,6 +155,22 @@ def device_available(target: str) -> tuple[bool, str]:
     return (True, "") if exists else (False, f"no {kind} device on this machine (TVM sees no {kind}:0)")
 
 
+def target_kind(target) -> str:
+    """``"llvm"`` or ``"cuda"`` from any spelling of a target: a name (``"llvm"``,
+    ``"cuda -arch=sm_90"``), a TVM target dict, or an object with a ``kind``
+    (:class:`leirc.target.Target`, a TVM target)."""
+    if target is None:
+        return "llvm"
+    if isinstance(target, dict):
+        kind = target.get("kind", "llvm")
+    elif isinstance(target, str):
+        kind = target
+    else:
+        kind = getattr(target, "kind", "llvm")
+        kind = getattr(kind, "name", kind)
+    return str(kind).split()[0] or "llvm"
+
+
 class Library:
     """A kernel library that ``leirc build`` wrote (``export_library``), loaded **in this
     process** (the user's own trusted kernel, as the ``ModelNew`` wrapper runs it).
@@ -176,7 +192,7 @@ class Library:
 
         self.path = path
         self.kernel = kernel
-        self.target = str(target).split()[0]
+        self.target = target_kind(target)
         self._tvm = tvm()
         self.module = module if module is not None else self._tvm.runtime.load_module(str(path))
         self.symbol = symbol_name(kernel.name)
@@ -187,7 +203,7 @@ class Library:
     @classmethod
     def from_built(cls, built) -> "Library":
         """The same calls on a kernel built in this process (:func:`leirc.lower.build`)."""
-        return cls(None, built.signature, (built.target or {}).get("kind", "llvm"), module=built.jit())
+        return cls(None, built.signature, target_kind(built.target), module=built.jit())
 
     def view(self, array):
         """A DLPack view of ``array`` (NumPy, torch, or anything with ``__dlpack__``) for
