@@ -1,6 +1,6 @@
 """Names the CLI needs without importing the search machinery (the engine, the evaluator)."""
 
-ALGORITHMS = ("beam", "greedy", "bfs", "dfs", "mcts", "chain")
+ALGORITHMS = ("beam", "greedy", "bfs", "dfs", "mcts", "chain", "evolve")
 PROPOSERS = ("menu", "htam", "reuse", "o1", "o2", "llm")
 #: what -O search uses when --proposer is not given (llm joins them when an endpoint is named)
 DEFAULT_PROPOSERS = ("menu", "htam", "reuse", "o1", "o2")

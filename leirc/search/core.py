@@ -103,7 +103,7 @@ class SearchOptions:
         if (self.rpc is None) != (self.rpc_key is None):
             raise ValueError("remote timing needs both the tracker (--rpc HOST:PORT) and the device key (--key)")
         if self.rpc is not None:
-            from ..lower.rpc import parse_address
+            from ..lower.device import parse_address
 
             parse_address(self.rpc)
 
@@ -235,6 +235,8 @@ class SearchResult:
     # the best node before the confirmation (the result's best is the root when it failed)
     candidate: Optional["Node"] = None
     timed_on: str = "local"  # where the timings were measured ("local", rpc://HOST:PORT/KEY)
+    # the learned cost model of ``--algo evolve`` (records, fits, held-out Spearman); None for the others
+    model: Optional[dict] = None
 
     @property
     def speedup(self) -> float:
@@ -327,7 +329,7 @@ class SearchResult:
                 "timed_on": self.timed_on,
                 "best_fingerprint": self.best.fingerprint, "steps": [s.to_json() for s in self.best.steps],
                 "trajectory": self.trajectory(), "history": [list(h) for h in self.history],
-                "warnings": list(self.warnings), "proposer_stats": self.proposer_stats,
+                "warnings": list(self.warnings), "proposer_stats": self.proposer_stats, "model": self.model,
                 "candidates": [{"id": n.id, "index": n.index, "parent": n.parent.id if n.parent else None,
                                 "step": str(n.step) if n.step else None, "ok": n.ok,
                                 "error_kind": n.evaluation.error_kind if n.evaluation else None,
@@ -371,7 +373,7 @@ class Search:
 
             remote = None
             if options.rpc is not None:
-                from ..lower.rpc import RemoteTimer
+                from ..lower.device import RemoteTimer
 
                 remote = RemoteTimer(options.rpc, options.rpc_key, target=options.target, timeout=options.timeout)
             evaluator = CandidateEvaluator(self.root_text, target=options.target, threads=options.threads,
@@ -382,6 +384,7 @@ class Search:
         if hasattr(evaluator, "pin"):
             evaluator.pin(self.root_text)  # the final confirmation times the best against it
         self._final: Optional[Node] = None
+        self.model_stats: Optional[dict] = None  # set by algorithms with a learned model (evolve)
         self._candidate: Optional[Node] = None
         self._confirmation: Optional[Paired] = None
         # which process measured a stored timing (timings of other runs are re-measured)
@@ -496,6 +499,30 @@ class Search:
             except NotApplicable:
                 continue
         return out
+
+    def add_candidate(self, steps, proposal, parent: Optional[Node] = None) -> Optional[Node]:
+        """A child of ``parent`` (the root by default) reached by the whole trace ``steps`` at
+        once (a design-space point, :mod:`leirc.search.evolve`): each step applied through
+        ``Program.apply``, the node's steps the parent's plus all of them. None when the
+        program was seen already or a step does not apply."""
+        parent = parent or self.root
+        cur, numerics = parent.program, parent.numerics
+        try:
+            for st in steps:
+                rw = cur.apply(st)
+                numerics = _worse(numerics, rw.numerics)
+                cur = rw.program
+        except NotApplicable:
+            return None
+        if not steps or cur.fingerprint in self.by_fp:
+            return None
+        n = Node(len(self.nodes), cur, parent, steps[-1], parent.steps + tuple(steps),
+                 parent.directions + tuple(direction_of(st.name) for st in steps), numerics,
+                 parent.root_program, proposal)
+        n.queued = True
+        self.nodes.append(n)
+        self.by_fp[n.fingerprint] = n
+        return n
 
     @staticmethod
     def _unjudged_middle(n: Node) -> bool:
@@ -684,7 +711,7 @@ class Search:
         try:
             self._evaluate_root()
             try:
-                getattr(self, f"_{self.options.algo}")()
+                ALGORITHM_TABLE[self.options.algo](self)
                 if not self.stopped:
                     self.stopped = "no untried proposal left"
                 self._confirm()
@@ -698,7 +725,7 @@ class Search:
             stats = self._proposer_stats()
         res = SearchResult(self.root, self.best(), self.nodes, self.history, self.evaluations, self.fresh,
                            time.monotonic() - self._t0, self.stopped, self.options.seed, self.options, self.warnings,
-                           stats, self._confirmation, self._candidate, self.timed_on)
+                           stats, self._confirmation, self._candidate, self.timed_on, self.model_stats)
         if self.store is not None:
             self.store.put(status="done" if "interrupted" not in self.stopped else "interrupted",
                            result={"best": res.best.fingerprint, "speedup": res.speedup,
@@ -887,9 +914,23 @@ class Search:
         return c.value / c.visits + self.options.mcts_c * math.sqrt(2.0 * math.log(max(parent.visits, 1)) / c.visits)
 
 
+def _evolve(search: Search) -> None:
+    from .evolve import evolve
+
+    evolve(search)
+
+
+#: the algorithms by name (``--algo``); each runs on a :class:`Search` until its budget or its
+#: own stopping rule. ``constants.ALGORITHMS`` lists the same names for the CLI
+ALGORITHM_TABLE: dict[str, Callable[[Search], None]] = {
+    "beam": Search._beam, "greedy": Search._greedy, "bfs": Search._bfs, "dfs": Search._dfs,
+    "mcts": Search._mcts, "chain": Search._chain, "evolve": _evolve,
+}
+
+
 def search(program: Program, options: SearchOptions = SearchOptions(), **kw) -> SearchResult:
     """Run one search (see :class:`Search`)."""
     return Search(program, options, **kw).run()
 
 
-__all__ = ["ALGORITHMS", "PROPOSERS", "Node", "Search", "SearchError", "SearchOptions", "SearchResult", "search"]
+__all__ = ["ALGORITHMS", "ALGORITHM_TABLE", "PROPOSERS", "Node", "Search", "SearchError", "SearchOptions", "SearchResult", "search"]

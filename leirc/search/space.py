@@ -142,7 +142,7 @@ class Space:
         """A uniformly drawn point (knobs in :data:`KNOBS` order, so a seed gives one point)."""
         return self.canonical({k: rng.choice(v) for k, v in self.knobs.items()})
 
-    def mutate(self, point: dict, rng, rate: float = 0.2) -> dict:
+    def mutate(self, point: dict, rng, rate: float = 0.05) -> dict:
         """``point`` with at least one of the knobs its level reads (or the level) redrawn;
         each other such knob redrawn with probability ``rate``."""
         p = self.canonical(point)
@@ -154,6 +154,17 @@ class Space:
                 if others:
                     p[k] = rng.choice(others)
         return self.canonical(p)
+
+    def neighbors(self, point: dict) -> list[dict]:
+        """Every point that differs from ``point`` in one knob its level reads (or the level),
+        in knob order: a local search's next moves."""
+        p = self.canonical(point)
+        out = []
+        for k in ["level"] + [k for k in LEVEL_KNOBS[p["level"]] if k in self.knobs]:
+            for v in self.knobs[k]:
+                if v != p[k]:
+                    out.append(self.canonical(dict(p, **{k: v})))
+        return out
 
     def crossover(self, a: dict, b: dict, rng) -> dict:
         """Each knob from ``a`` or ``b`` with equal probability (knob order fixed)."""
