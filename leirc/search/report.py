@@ -64,6 +64,14 @@ def evidence_of(result) -> dict:
             "verified_on": rep.passed_on() if rep is not None and hasattr(rep, "passed_on") else None}
 
 
+def trace_meta(result) -> dict:
+    """The ``search`` entry of a search's trace JSON: algorithm, seed, speedup and the
+    evidence of the steps (``leirc build`` writes its trace with it too)."""
+    ev = evidence_of(result)
+    return {"algo": result.options.algo, "seed": result.seed, "speedup": result.speedup, "evidence": ev["label"],
+            "steps_evidence": [s["evidence"] for s in ev["steps"]], "verified_on": ev["verified_on"]}
+
+
 def evidence_line(result) -> str:
     """The console's line: ``verification: proven (3 steps; seeds 0,1,2 x ...)``."""
     e = evidence_of(result)
@@ -151,10 +159,7 @@ def write_outputs(result, out_dir: str, stem: str, outputs=OUTPUTS) -> dict:
     ev = evidence_of(result)
     if "trace" in paths:
         write_atomic(paths["trace"], trace_to_json(result.steps, kernel=result.root.program.kernel.name,
-                                                  search={"algo": result.options.algo, "seed": result.seed,
-                                                          "speedup": result.speedup, "evidence": ev["label"],
-                                                          "steps_evidence": [s["evidence"] for s in ev["steps"]],
-                                                          "verified_on": ev["verified_on"]}) + "\n")
+                                                  search=trace_meta(result)) + "\n")
     if "json" in paths:
         d = result.to_json()
         d["evidence"] = ev
