@@ -452,22 +452,39 @@ def time_pass(b: Build) -> Build:
     module: the kernel-only figure is ``leirc``."""
     if not b.options.time:
         return b
-    if b.options.target != "llvm":
+    if b.options.target == "cuda":
         b.note(f"timing skipped: this machine cannot run {b.options.target} kernels")
         return b
     from .lower.device import time_kernel
+    from .measure import busy_warning, spread_of
 
     for j in b.jobs:
         if b.kind == "py":
             _time_model(b, j)
             continue
-        from .interp import random_inputs
+        p = j.confirmation
+        if p is not None:
+            # -O search already timed the winner against the input, interleaved: one
+            # measurement, not a third build timed on other inputs
+            _record(j, "input", p.a_ms, None)
+            _record(j, "leirc", p.b_ms, None)
+            b.note(f"time {j.name} ({b.options.threads} threads, kernel only, the search's interleaved "
+                   f"confirmation, {p.rounds} rounds): input {p.a_ms:.4g} ms, leirc {p.b_ms:.4g} ms, "
+                   f"x{p.speedup:.3g} +-{100 * p.spread:.2g}%")
+        else:
+            from .interp import random_inputs
 
-        feeds = [random_inputs(j.current.kernel, s, "uniform") for s in TIMING_SEEDS]
-        tr = time_kernel(j.text(), feeds, target="llvm", threads=b.options.threads, timeout=b.options.timeout)
-        _record(j, "leirc", tr.median_ms if tr.ok else None, None if tr.ok else f"{tr.error_kind}: {tr.error}")
-        if "leirc" in j.timing:
-            b.note(f"time {j.name} ({b.options.threads} threads, kernel only): leirc {j.timing['leirc']:.3f} ms")
+            feeds = [random_inputs(j.current.kernel, s, "uniform") for s in TIMING_SEEDS]
+            tr = time_kernel(j.text(), feeds, target=b.options.target, threads=b.options.threads,
+                             timeout=b.options.timeout)
+            _record(j, "leirc", tr.median_ms if tr.ok else None, None if tr.ok else f"{tr.error_kind}: {tr.error}")
+            if "leirc" in j.timing:
+                _, spread = spread_of(tr.runs)
+                b.note(f"time {j.name} ({b.options.threads} threads, kernel only): leirc {j.timing['leirc']:.4g} ms "
+                       f"+-{100 * spread:.2g}% (median of {len(tr.runs)}, min {tr.min_ms:.4g}, max {tr.max_ms:.4g})")
+        warn = busy_warning()
+        if warn:
+            b.note(f"time {j.name}: {warn}")
     return b
 
 

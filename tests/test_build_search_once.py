@@ -27,7 +27,7 @@ def test_the_search_winner_is_built_once_verified_once_and_its_ratios_are_quotie
     env = dict(os.environ, LEIRC_WORKER_BUILD_LOG=str(log))
     out = subprocess.run([sys.executable, "-m", "leirc", "build", str(src), "-O", "search", "--budget", "4",
                           "--algo", "greedy", "--proposer", "o1,o2", "--memory", "none", "--eval-cache", "none",
-                          "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=900, env=env)
+                          "--time", "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     best_text = (tmp_path / "out" / "rowsum.Osearch.leir").read_text()
     best = fingerprint(load_kernel(best_text).kernel)
@@ -37,6 +37,9 @@ def test_the_search_winner_is_built_once_verified_once_and_its_ratios_are_quotie
     assert sum(1 for b in builds if b[2] == best) == 1, builds  # the search's build served everything
     # verified once: the driver says it reused the search's verification, and did not run its own
     assert "by the search, in the winner's own build" in out.stderr
+    # --time prints the search's own interleaved confirmation (one measurement), not a third build
+    timed = next(ln for ln in out.stderr.splitlines() if ln.startswith("leirc: time rowsum"))
+    assert "interleaved confirmation" in timed, timed
     summary = json.load(open(tmp_path / "out" / "rowsum.search.json"))
     assert summary["speedup"] == pytest.approx(summary["root_ms"] / summary["best_ms"], rel=1e-9)
     conf = summary.get("confirmation")
