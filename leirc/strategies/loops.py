@@ -27,6 +27,7 @@ from ..lang.checker import BLOCK_LIMITS, MAX_THREADS_PER_BLOCK, MAX_VECTOR_LANES
 from .common import all_serial as _all_serial, check_candidate as _check_candidate, divisors as _divisors
 from .common import identity_const as _identity_const, loop_arg as _loop_arg, loops_under as _loops_under
 from .common import rebuild_chain as _rebuild_chain, recheck_candidate as _recheck_candidate, stmt_arg as _stmt_arg
+from .common import reassociation_overflow
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
 from .rewrite import (Path, add, carried, fresh_index, fresh_tensor, get_at, iter_loops, iter_stmts, map_expr, mul, nest_chain,
                       ref_at, refs_at, rename_tensor, replace_at, stmt_ref, substitute, var)
@@ -322,6 +323,9 @@ def _order_violation(s: Strategy, ctx: Context, head: A.Loop, seg: list[str], ch
             if not (reverses(rel) if reverses is not None else changes(F)):
                 continue
             if wsi is rsi and wsi.kind == "reduce" and wsi.operand is not None and F <= set(wsi.reduce_vars):
+                why = reassociation_overflow(wsi, wsi.stmt.target)
+                if why:
+                    raise s.na(why, head)
                 ops.add(wsi.op)
                 continue
             loops = ", ".join(v for v in seg if v in F)
@@ -877,6 +881,9 @@ class ReductionFactorization(Strategy):
             raise self.na(f"loop '{lp.var}' is not a reduction loop of '{x}' (reduction loops: {', '.join(si.reduce_vars)})", lp)
         if lp.start != 0:
             raise self.na(f"loop '{lp.var}' starts at {lp.start}; only loops starting at 0 are factorized", lp)
+        why = reassociation_overflow(si, si.stmt.target)
+        if why:
+            raise self.na(why, lp)
         return si
 
     def sites(self, ctx):

@@ -48,6 +48,7 @@ from ..lang import ast as A
 from ..lang.checker import StmtInfo
 from ..lang.parser import parse
 from ..lang.printer import print_expr
+from ..lang.types import expr_type, is_float
 from .base import Arg, Context, Rewrite, Site, Strategy, strategy
 from .rewrite import find_stmt, iter_stmts, replace_at
 
@@ -109,6 +110,12 @@ def math_target(s: Strategy, ctx: Context, ref: str) -> Target:
     except KeyError:
         refs = ", ".join(r for r, _, _ in iter_stmts(ctx.kernel))
         raise s.na(f"no statement '{ref}' (statements: {refs})") from None
+    for _, n in _subexprs(st.value):
+        if isinstance(n, A.BinOp) and n.op in ("//", "%") and not is_float(expr_type(n) or "f32"):
+            # SymPy's identities are proven over the reals: a regrouping that moves an
+            # integer floor division or modulo (``(a*b)//c`` vs ``a*(b//c)``) is no identity
+            raise s.na(f"'{print_expr(n)}' is an integer floor division or modulo; the algebra strategies "
+                       f"prove identities over the reals and are not applied to it", st)
     info = ctx.result.info(st)
     if info.kind in ("reduce", "update"):
         acc = accumulation(st)

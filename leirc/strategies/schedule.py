@@ -20,7 +20,7 @@ from dataclasses import replace
 from ..lang import ast as A
 from ..lang.affine import affine
 from .base import Arg, Context, NotApplicable, Rewrite, Site, Strategy, strategy
-from .common import loop_arg, stmt_arg, stmts_under
+from .common import loop_arg, reassociation_overflow, stmt_arg, stmts_under
 from .rewrite import (find_loop, fresh_index, fresh_tensor, iter_items, loop_ref, map_expr, replace_at, stmts_in,
                       substitute, tensors_read, tensors_written, used_names)
 
@@ -228,6 +228,9 @@ class VectorizedPartialSums(Strategy):
             raise self.na(f"{args['stmt']} is not a reduction", st)
         if si.op not in ("+", "*", "max", "min"):
             raise self.na(f"'{si.op}' reductions are not split (only + * max min)", st)
+        why = reassociation_overflow(si, st.target)
+        if why:
+            raise self.na(why, st)
         if not si.loops or si.loops[-1].var not in si.reduce_vars:
             raise self.na("the innermost loop around the statement is not one of its reduction loops", st)
         k = si.loops[-1]
