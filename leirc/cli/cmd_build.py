@@ -147,12 +147,16 @@ def run(args) -> int:
     except search_errors as e:
         raise CliError(str(e), 1, kind="search") from None
     except PipelineError as e:
-        print_diagnostics(b.diagnostics + e.diagnostics, b.text)
+        diags = b.diagnostics + e.diagnostics
         written: list[str] = []
         if is_py and b.model is not None:
+            diags = _cite_imported_kernel(b, diags, args.out_dir, written)
+        print_diagnostics(diags, b.text)
+        if is_py and b.model is not None:
+            print(f"leirc: the diagnostics above are in the kernel imported from {b.model.path} "
+                  f"(written to {written[0]})", file=sys.stderr)
             _write_py_outputs(b, args.out_dir, written, failed=True)
         if args.json:
-            diags = b.diagnostics + e.diagnostics
             why = str(e) or (diags[0].message if diags else "the build failed")
             print_json(_json(b, search, written, diags, error=CliError(why, 1, kind="build")))
         return 1
@@ -188,6 +192,18 @@ def _json(b, search, written: list, diagnostics: list, error=None) -> dict:
     written = list(written) + ([f for files in search.outputs.values() for f in files.values()] if search else [])
     return json_document("build", error is None, error=error, diagnostics=diagnostics, outputs=written,
                          kernels=kernels, searches=searches)
+
+
+def _cite_imported_kernel(b, diags: list, out_dir: str, written: list) -> list:
+    """A MODEL.py build's diagnostics point into the LEIR the import generated, under a
+    derived name (``model.leir`` beside the model) that no file has: the kernel is written to
+    ``OUTDIR/<stem>.leir`` and the diagnostics name that file, so every line and caret they
+    cite can be opened."""
+    stem = os.path.splitext(os.path.basename(b.model.path))[0]
+    path = os.path.join(out_dir, stem + ".leir")
+    write_output(path, _nl(b.model.imported.text))
+    written.append(path)
+    return [d.with_file(path) if d.file == b.file else d for d in diags]
 
 
 def _refuse_empty(data: bytes, name: str) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 from ..lang import ast as A
 from ..lang.printer import PRETTY, print_kernel
 from . import builder as B
-from .errors import FrontendError, TraceError, UnsupportedOpError, describe, user_frame
+from .errors import FrontendError, TraceError, UnsupportedOpError, describe, display_path, user_frame
 from .loader import LoadedModel, load_model
 from .ops import Ops
 from .ops.common import leir_dtype, pretty_target
@@ -80,7 +80,10 @@ def node_location(node, model_path: Optional[str]) -> Optional[str]:
     if pick is None:
         pick = frames[0]
     f, line, code = pick
-    return f"{os.path.basename(f)}:{line}: `{code.strip()}`"
+    # below the working directory, the path as the user types it (``models/m.py``, as the
+    # loader's errors print it); elsewhere the file's name, which the user just passed
+    shown = display_path(f)
+    return f"{shown if not os.path.isabs(shown) else os.path.basename(f)}:{line}: `{code.strip()}`"
 
 
 def op_name(node) -> str:
@@ -286,6 +289,12 @@ class Importer:
             except FrontendError as e:
                 if e.location is None:
                     e.location = node_location(node, model_path)
+                if isinstance(e, UnsupportedOpError):
+                    # every operator the model needs and the frontend lacks, in one run
+                    later = [f"{node_location(n, model_path) or op_name(n)}: {op_name(n)}"
+                             for n in self._unsupported_after(node)]
+                    if later:
+                        e.message += "".join(f"\n  also unsupported: {x}" for x in later)
                 raise
             except Exception as e:  # noqa: BLE001 - a translation bug or an odd argument
                 raise FrontendError(
@@ -293,6 +302,45 @@ class Importer:
                     location=node_location(node, model_path), op=op_name(node)) from e
         self.node = None
         return outputs
+
+    def _unsupported_after(self, failed) -> list:
+        """The call nodes after ``failed`` whose operator has no handler at all (the
+        dispatcher's lookup without running anything; an operator that has a handler but
+        rejects its arguments is found only when it runs)."""
+        from .ops import ALIASES, BINARY, FUNCTIONS, METHODS, MODULES, UNARY
+
+        def known(key) -> bool:
+            key = ALIASES.get(key, key)
+            return key is not None and (key in FUNCTIONS or key in UNARY or key in BINARY or key in METHODS)
+
+        out, seen = [], False
+        for n in self.gm.graph.nodes:
+            if n is failed:
+                seen = True
+                continue
+            if not seen:
+                continue
+            if n.op == "call_function":
+                mod = getattr(n.target, "__module__", None) or ""
+                name = getattr(n.target, "__name__", None) or str(n.target)
+                if mod in ("_operator", "operator", "math", "builtins") or name == "getattr":
+                    continue  # python arithmetic on sizes, attribute access
+                if not known(name):
+                    out.append(n)
+            elif n.op == "call_method":
+                name = str(n.target)
+                key = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+                if not known(key):
+                    out.append(n)
+            elif n.op == "call_module":
+                try:
+                    cls = type(self.gm.get_submodule(n.target)).__name__
+                except AttributeError:
+                    continue
+                if cls not in MODULES:
+                    n.meta.setdefault("_leirc_module_type", cls)  # op_name names it
+                    out.append(n)
+        return out
 
     def _lookup(self, a):
         import torch.fx as fx
