@@ -101,8 +101,9 @@ def markdown() -> str:
         f"`leirc import` and `leirc build MODEL.py` translate {n['function']} functions, {n['method']} Tensor-only "
         f"methods and {n['module']} `torch.nn` modules. A function is found under its name however it is called "
         "(`torch.add`, `F.relu`, the operator `+`) and also serves the Tensor method of that name (`x.add(y)`); "
-        "a method ending in `_` is the in-place form (`x.relu_()`). A model that uses anything else stops with "
-        "`unsupported operation NAME` at the model's source line.",
+        "a method ending in `_` is the in-place form (`x.relu_()`). A model that uses anything else is refused "
+        "with every such operator named at its line of the model (`unsupported operation NAME`, then "
+        "`also unsupported: ...`).",
         "",
     ]
     for fam, what in FAMILIES.items():
