@@ -1,6 +1,8 @@
-"""Dataset generation and batch tuning on a real two-node Ray cluster on 127.0.0.1.
+"""Dataset generation and batch tuning on a real two-node Ray cluster on this machine.
 
-One cluster (``ray.cluster_utils.Cluster``: a head and a worker node, one CPU each, both
+One cluster (``ray.cluster_utils.Cluster``: a head and a worker node on this host's address
+-- a driver finds its local raylet by that address, so 127.0.0.1 would need it passed to
+every ``ray.init`` -- one CPU each, both
 offering the timing resource of this host's target fingerprint) serves the module. A test
 kills the worker node (its raylet, SIGKILL) while one of its jobs is evaluating a kernel,
 and checks that every job is done exactly once -- the lost one retried on the head -- with
@@ -69,7 +71,7 @@ def cluster(tmp_path_factory):
     fast = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * MB,
                                                       "include_dashboard": False, "resources": res,
-                                                      "node_ip_address": "127.0.0.1", "_system_config": fast})
+                                                      "_system_config": fast})
     try:
         c.wait_for_nodes()
         yield c
@@ -86,8 +88,7 @@ def _worker_node(c):
     others = [n for n in c.worker_nodes]
     if others:
         return others[0]
-    n = c.add_node(num_cpus=1, object_store_memory=100 * MB, resources=node_resources("llvm"),
-                   node_ip_address="127.0.0.1")
+    n = c.add_node(num_cpus=1, object_store_memory=100 * MB, resources=node_resources("llvm"))
     c.wait_for_nodes()
     return n
 
@@ -157,6 +158,12 @@ def test_dataset_gen_on_two_nodes_survives_a_node_kill_and_equals_a_local_run(cl
     assert sorted(r["job"] for r in rows) == sorted(jobs)  # every job once: none lost, none twice
     fp = target_fingerprint("llvm")
     assert all(r["node"]["target_fingerprint"] == fp and r["node"]["name"] for r in rows)
+    # verified anywhere, then timed in tasks of their own on nodes of the target's fingerprint
+    timed = [r for r in rows if r["status"] == "ok"]
+    assert timed and got["executor"]["jobs"] == got["units"] + len({r["unit"] for r in timed})
+    for r in timed:
+        assert r["timing"]["target_fingerprint"] == fp and r["timing"]["transformed_ms"] > 0
+        assert r["reasoning"]["measured"]["speedup"] == r["timing"]["speedup"]
     want = sorted(json.dumps(stable(r), sort_keys=True) for r in Store(str(tmp_path / "local")).records())
     assert sorted(json.dumps(stable(r), sort_keys=True) for r in rows) == want
 

@@ -244,15 +244,16 @@ def plan(paths, opts: GenOptions, log: Callable[[str], None] = lambda m: None) -
 _EVALUATOR: Optional[tuple] = None
 
 
-def _evaluator(opts: GenOptions, cache_dir: str):
+def _evaluator(opts: GenOptions, cache_dir: str, timing: bool = True):
     global _EVALUATOR
-    key = (opts.target, opts.verify_seeds, opts.time, opts.repeat, opts.oracle, os.path.abspath(cache_dir))
+    timed = timing and opts.time and opts.rpc is None
+    key = (opts.target, opts.verify_seeds, timed, opts.repeat, opts.oracle, os.path.abspath(cache_dir))
     if _EVALUATOR is None or _EVALUATOR[0] != key:
         from ..engine.evaluate import Evaluator
 
         if _EVALUATOR is not None:
             _EVALUATOR[1].close()
-        ev = Evaluator(opts.target, seeds=opts.verify_seeds, dists=None, time=opts.time and opts.rpc is None,
+        ev = Evaluator(opts.target, seeds=opts.verify_seeds, dists=None, time=timed,
                        cache_dir=cache_dir, threads=1, warmup=1,
                        repeat=opts.repeat, min_repeat_ms=5.0, verify_options={"oracle": opts.oracle})
         _EVALUATOR = (key, ev)
@@ -367,22 +368,65 @@ def _here(opts: GenOptions) -> dict:
 
 
 def unit_task(unit: Unit, opts: GenOptions, cache_dir: Optional[str], done: set, seen: dict,
-              deadline: Optional[float]) -> list:
+              deadline: Optional[float], timing: bool = True) -> list:
     """The executor's job for one unit: its new records, in job order. Writes nothing shared
     (the driver stores them), so running it twice -- a retry after its node died -- is safe.
     ``cache_dir`` None: this node's own evaluation cache (a cluster node cannot reach the
-    driver's directory)."""
+    driver's directory). ``timing`` False: build and verify only (any node may do that);
+    :func:`time_task` times the verified programs where timing is allowed."""
     if cache_dir is None:
         from ..search.optimizer import default_dir
 
         cache_dir = os.path.join(default_dir(), "evalcache")
     out: list = []
-    unit_records(unit, opts, cache_dir, set(done), dict(seen), deadline, emit=out.append)
+    unit_records(unit, opts, cache_dir, set(done), dict(seen), deadline, emit=out.append, timing=timing)
     return out
 
 
+def time_task(original: str, candidates: list, opts: GenOptions) -> dict:
+    """Times the unit's instance and its verified candidates (``[(job, text)]``) on this node,
+    one sandboxed session each, on the verification seeds' standard-normal inputs (the
+    protocol of the in-process evaluator: 1 warm-up, ``repeat`` runs of at least 5 ms, one
+    thread); returns ``{"original": ms, job: ms, ...}`` with None where a timing failed."""
+    from ..engine.program import Program
+    from ..lower.runner import make_inputs
+    from ..lower.session import KernelSession
+
+    kernel = Program.from_text(original).kernel
+    sets = [make_inputs(kernel, seed, "normal") for seed in opts.verify_seeds]
+
+    def one(text: str) -> Optional[float]:
+        with KernelSession(text, target=opts.target, threads=1, timeout=120.0) as s:
+            t = s.time(sets, warmup=1, repeat=opts.repeat, min_repeat_ms=5.0)
+        return t.median_ms if t.ok else None
+
+    out = {"original": one(original)}
+    for job, text in candidates:
+        out[job] = one(text)
+    return out
+
+
+def with_times(records: list, times: Optional[dict], where: dict, error: Optional[str] = None) -> list:
+    """``records`` (verified elsewhere, untimed) with the times of :func:`time_task` measured
+    at ``where`` (``{"name", "target_fingerprint"}``): ``timing`` and ``reasoning.measured``
+    as an in-process run fills them."""
+    base = (times or {}).get("original")
+    for rec in records:
+        if rec.get("timing") is None or rec["status"] != "ok":
+            continue
+        ms = (times or {}).get(rec["job"])
+        sp = round(base / ms, 4) if base and ms else None
+        rec["timing"].update(original_ms=base, transformed_ms=ms, speedup=sp, on=where.get("name") or "?",
+                             target_fingerprint=where.get("target_fingerprint"))
+        if error:
+            rec["timing"]["error"] = error
+        rec["reasoning"]["measured"].update(original_ms=base, transformed_ms=ms, speedup=sp,
+                                            on=rec["timing"]["on"])
+    return records
+
+
 def unit_records(unit: Unit, opts: GenOptions, cache_dir: str, done: set, seen: dict,
-                 deadline: Optional[float] = None, *, emit: Callable[[dict], None]) -> None:
+                 deadline: Optional[float] = None, *, emit: Callable[[dict], None], timing: bool = True) -> None:
     """Evaluate the jobs of ``unit`` not in ``done`` and hand each record to ``emit`` as it
     finishes. ``seen``: fingerprint -> job of the programs this unit's finished jobs made."""
     from ..engine.program import Program, apply
@@ -394,7 +438,7 @@ def unit_records(unit: Unit, opts: GenOptions, cache_dir: str, done: set, seen: 
     prog = Program.from_text(unit.text)
     if not getattr(prog, "ok", False):  # the plan checked it: only a leirc bug lands here
         raise RuntimeError(f"{unit.source['id']}: the planned instance does not check")
-    ev = _evaluator(opts, cache_dir)
+    ev = _evaluator(opts, cache_dir, timing)
     remote = _Remote(opts, unit.text, prog.kernel) if opts.rpc is not None and opts.time else None
     t0 = time.perf_counter()
     base = ev.evaluate(unit.text)
@@ -555,33 +599,54 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budge
         # local processes share the dataset's evaluation cache; cluster nodes keep their own
         cache_dir = os.path.abspath(os.path.join(directory, "evalcache")) if cluster is None else None
         fp = target_fingerprint(opts.target)
+        timed = opts.time and opts.rpc is None
+        # on a cluster a unit is built and verified on any node, and its verified programs are
+        # then timed in a task of their own on a node of the target's fingerprint; locally the
+        # evaluator times each program in the session that verified it
+        split = timed and cluster is not None
         by_key: dict = {}
+        timing: dict = {}  # key of a timing task -> (unit key, its verified records)
         bar = Progress(len(pending), where=ex.where, live=progress, what="units")
+
+        def store_unit(recs: list, label: str, how: str) -> None:
+            # a unit that ran twice (its first node died after finishing): the first copy stays
+            recs = [r for r in recs if r["job"] not in done]
+            for rec in recs:
+                totals[rec["status"]] += 1
+            store.put_many(recs)  # the unit's result: one transaction
+            done.update(r["job"] for r in recs)
+            if not bar.live:
+                log(f"done {label} {how}: {len(recs)} record(s)")
+
         try:
             for u in pending:
                 udone, seen = unit_state(store, u, done)
                 key = job_key(u.key, sorted(j.key for j in u.jobs if j.key not in udone), fp)
                 by_key[key] = (u, udone)
-                ex.submit(Task(key, unit_task, (u, opts, cache_dir, udone, seen, deadline),
-                               times=opts.time and opts.rpc is None, label=f"{u.source['id']} #{u.instance['index']}"))
+                ex.submit(Task(key, unit_task, (u, opts, cache_dir, udone, seen, deadline, not split),
+                               times=timed and not split, label=f"{u.source['id']} #{u.instance['index']}"))
             for out in ex.as_completed():
-                u, udone = by_key[out.key]
-                if out.ok:
-                    recs = out.value
-                else:
-                    recs = crash_records(u, udone, out.error or "the unit failed")
-                # a unit that ran twice (its first node died after finishing): the first copy stays
-                recs = [r for r in recs if r["job"] not in done]
-                for rec in recs:
-                    rec["node"] = {"name": out.node, "target_fingerprint": out.fingerprint}
-                    totals[rec["status"]] += 1
-                store.put_many(recs)  # the unit's result: one transaction
-                done.update(r["job"] for r in recs)
                 bar.retried = ex.retries
                 bar.add(out)
-                if not bar.live:
-                    log(f"done {out.label} on {out.node or '?'}: {len(recs)} record(s)"
-                        + (f" ({out.error})" if not out.ok else ""))
+                where = {"name": out.node, "target_fingerprint": out.fingerprint}
+                if out.key in timing:
+                    ukey, recs = timing.pop(out.key)
+                    store_unit(with_times(recs, out.value if out.ok else None, where, out.error), out.label,
+                               f"(timed on {out.node or '?'})")
+                    continue
+                u, udone = by_key[out.key]
+                recs = out.value if out.ok else crash_records(u, udone, out.error or "the unit failed")
+                for rec in recs:
+                    rec["node"] = dict(where)
+                verified = [(r["job"], r["transformed"]["leir"]) for r in recs if r["status"] == "ok"]
+                if split and verified and out.ok:
+                    tkey = job_key(u.key, {"time": sorted(j for j, _ in verified)}, fp)
+                    timing[tkey] = (u.key, recs)
+                    bar.total += 1
+                    ex.submit(Task(tkey, time_task, (u.text, verified, opts), times=True,
+                                   label=f"timing {u.source['id']} #{u.instance['index']}"))
+                    continue
+                store_unit(recs, out.label, f"on {out.node or '?'}" + (f" ({out.error})" if not out.ok else ""))
         except KeyboardInterrupt:
             interrupted = True
             ex.cancel()
@@ -604,4 +669,4 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budge
 
 
 __all__ = ["GenOptions", "Plan", "Unit", "Job", "plan", "generate", "run_unit", "unit_task", "unit_records", "unit_state",
-           "crash_records", "run_order", "record_id", "shard_of", "pick_steps"]
+           "time_task", "with_times", "crash_records", "run_order", "record_id", "shard_of", "pick_steps"]
