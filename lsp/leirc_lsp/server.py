@@ -681,10 +681,12 @@ async def run_evaluation(request: dict, timeout: float) -> dict:
         await proc.wait()
         return {"ok": False, "error_kind": "timeout", "error": f"no answer within {timeout:.0f} s"}
     if proc.returncode != 0:
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] if err else []
+        lines = err.decode(errors="replace").strip().splitlines() if err else []
         why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
-        return {"ok": False, "error_kind": "crash", "error": f"the evaluation process died ({why})"
-                                                            + (f": {tail[0]}" if tail else "")}
+        error = f"the evaluation process died ({why})" + (f": {lines[-1]}" if lines else "")
+        # the whole story for the hover, not only the last line
+        return {"ok": False, "error_kind": "crash", "error": error,
+                "detail": error + ("\n" + "\n".join(lines[-40:]) if len(lines) > 1 else "")}
     try:
         return json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
