@@ -108,3 +108,27 @@ def test_reasks_and_cache_mode_from_a_config_file(tmp_path):
                       ({"offline": True, "cache": str(tmp_path / "c.sqlite")}, "cannot refresh")]:
         with pytest.raises(LLMError, match=what):
             config_from(bad, str(f))
+
+
+RELU = "\\kernel relu(X: f32[64, 64]) -> (Y: f32[64, 64]) {\n  L^{64}_{i=0} L^{64}_{j=0} [\n" \
+       "    Y^{f32,g}_{i,j} = max(X^{f32,g}_{i,j}, 0.0);\n  ];\n}\n"
+
+
+def test_suggest_says_an_answer_came_from_the_cache_and_can_refresh_it(llm_server, tmp_path, capsys):
+    from leirc.cli.main import main
+
+    (tmp_path / "relu.leir").write_text(RELU)
+    answer = '{"answers": [{"strategy": "loop_parallelization", "args": {"loop": "N0.i"}, "rationale": "rows"}]}'
+    llm_server.set_default(ok(answer))
+    base = ["suggest", str(tmp_path / "relu.leir"), "--memory", "none", "--llm-base-url", llm_server.url,
+            "--llm-model", "m", "--llm-cache", str(tmp_path / "llm.sqlite")]
+    assert main(base) == 0
+    first = capsys.readouterr()
+    assert "loop_parallelization" in first.out and "answer from the cache" not in first.err
+    assert len(llm_server.chat_requests) == 1
+    assert main(base) == 0  # the same prompt: answered by the cache, and said so
+    assert "answer from the cache" in capsys.readouterr().err and len(llm_server.chat_requests) == 1
+    assert main(base + ["--llm-refresh-cache"]) == 0  # asks the endpoint again
+    assert "answer from the cache" not in capsys.readouterr().err and len(llm_server.chat_requests) == 2
+    assert main(base + ["--llm-refresh-cache", "--llm-offline"]) == 2
+    assert "choose one" in capsys.readouterr().err

@@ -62,6 +62,9 @@ def register(sub) -> None:
     from ..search.optimizer import add_search_arguments  # light: the search itself is imported when it runs
 
     add_search_arguments(p)
+    from .llmflags import add_cache_arguments
+
+    add_cache_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -110,11 +113,14 @@ def run(args) -> int:
         from ..search.core import SearchError
         from ..search.optimizer import search_options_from_args
         from ..search.store import ConfigMismatch
+        from .llmflags import apply_cache_arguments
         from .searchlog import CliSearch
 
         search_errors = (SearchError, ConfigMismatch)
         try:
-            search = CliSearch(search_options_from_args(args, target=args.target, threads=args.threads),
+            o = search_options_from_args(args, target=args.target, threads=args.threads)
+            o = dataclasses.replace(o, llm=apply_cache_arguments(args, o.llm))
+            search = CliSearch(o,
                                out_dir=args.out_dir, quiet=args.quiet, json_mode=bool(args.json),
                                stem=lambda kernel: output_stem(args.file, kernel))
         except ValueError as e:

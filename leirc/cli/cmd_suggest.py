@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from .llmflags import add_cache_arguments, apply_cache_arguments
 from .common import add_target_argument, CliError, json_document, load_checked, positive_int, print_json, select_or_fail
 
 
@@ -32,6 +33,7 @@ def register(sub) -> None:
     p.add_argument("--math", action="store_true", help="also rank the algebraic (SymPy) rewrites (slower)")
     p.add_argument("--json", action="store_true", help="print the suggestions as JSON")
     add_llm_arguments(p)
+    add_cache_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -57,7 +59,7 @@ def run(args) -> int:
     from ..search.optimizer import llm_config_from_args
 
     try:
-        llm = llm_config_from_args(args)
+        llm = apply_cache_arguments(args, llm_config_from_args(args))
     except ValueError as e:
         raise CliError(str(e)) from None
     cf, _ = load_checked(args.file)
