@@ -1193,8 +1193,11 @@ async def code_actions(ls: LeircServer, params: T.CodeActionParams):
         # the last ranking of this kernel's text, when "Suggest optimization" ran (never
         # ranked here: a list must come back at once)
         for s in suggestions.last(doc, seg.kernel.name)[:3]:
-            out.append(T.CodeAction(title=f"Suggested: {s.title} — {s.rationale}", kind=T.CodeActionKind.RefactorRewrite,
-                                    data={"uri": uri, "kernel": s.kernel, "step": s.step.to_json(), "version": version}))
+            numerics = _numerics_of(s.step.name)
+            out.append(T.CodeAction(title=action_title(f"Suggested: {s.title} — {s.rationale}", numerics),
+                                    kind=T.CodeActionKind.RefactorRewrite,
+                                    data={"uri": uri, "kernel": s.kernel, "step": s.step.to_json(), "version": version,
+                                          "numerics": numerics}))
     return out
 
 
