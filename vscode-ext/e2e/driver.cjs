@@ -200,7 +200,11 @@ function serverPids() {
 
   await run("server-outside-workspace", async () => {
     // the language server never runs in (nor imports from) the folder it was opened on (issue #33)
-    const pids = serverPids();
+    let pids = serverPids();
+    for (let i = 0; i < 120 && pids.length === 0; i++) {
+      await page.waitForTimeout(500); // the extension probes the interpreter first
+      pids = serverPids();
+    }
     if (pids.length === 0) throw new Error("no language server process found under code-server");
     for (const pid of pids) {
       const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
