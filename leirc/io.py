@@ -110,3 +110,14 @@ def open_sqlite_when_free(connect: Callable[[], _T], timeout_s: float) -> _T:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.2)
+
+
+def python_module(module: str, *args: str) -> list:
+    """The command line that runs ``python -m module args`` in a child process without the
+    current directory on its import path (``-P``, Python 3.11+): a worker started from a folder
+    holding ``random.py`` or ``typing.py`` must not import them (a cloned repository would run
+    its code in leirc's workers)."""
+    import sys
+
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module, *args]
+

@@ -42,7 +42,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -52,6 +51,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from ..io import python_module
 from .. import __version__
 from ..interp import dtypes as D
 from ..lang.checker import check_text
@@ -281,7 +281,7 @@ class TorchOracle:
             self.stats["worker_runs"] += 1
             t0 = time.perf_counter()
             with open(log_path, "wb") as log:
-                p = subprocess.Popen([sys.executable, "-m", "leirc.engine.torch_worker", rpath], stdin=subprocess.DEVNULL,
+                p = subprocess.Popen(python_module("leirc.engine.torch_worker", rpath), stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      cwd=tmp)  # `-m` puts the cwd first on sys.path: nothing to shadow here
                 self._running = (p, tmp)

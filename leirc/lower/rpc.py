@@ -50,6 +50,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..io import python_module
 from .runner import RunResult, TimingResult
 
 __all__ = ["RemoteDevice", "RemoteSession", "RemoteTimer", "RPCError", "parse_address"]
@@ -152,7 +153,7 @@ class RemoteTimer:
     def _run_worker(self, d: str) -> dict:
         err_path = os.path.join(d, "stderr.txt")
         with open(err_path, "wb") as errf:
-            p = subprocess.Popen([sys.executable, "-m", "leirc.lower.rpc", "--job", d], stdin=subprocess.DEVNULL,
+            p = subprocess.Popen(python_module("leirc.lower.rpc", "--job", d), stdin=subprocess.DEVNULL,
                                  stdout=errf, stderr=errf, start_new_session=True)
         try:
             rc = p.wait(timeout=self.timeout)
@@ -224,7 +225,7 @@ class RemoteSession:
         self._dir = tempfile.mkdtemp(prefix="leirc-rpcs-")
         self._err = open(os.path.join(self._dir, "stderr.txt"), "wb")
         self._t0 = time.monotonic()
-        self._proc = subprocess.Popen([sys.executable, "-m", "leirc.lower.rpc", "--serve", self._dir],
+        self._proc = subprocess.Popen(python_module("leirc.lower.rpc", "--serve", self._dir),
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                       start_new_session=True)
         host, port = parse_address(device.tracker)

@@ -53,7 +53,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -62,6 +61,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..io import python_module
 from ..target import Target
 from .runner import RunResult, TimingResult
 from .worker import SESSION_DIR_PREFIX
@@ -184,8 +184,8 @@ class _Worker:
         try:
             with open(self.err_path, "wb") as errf:
                 self.p = subprocess.Popen(
-                    [sys.executable, "-m", "leirc.lower.worker", "--serve", d, "--reply-fd", str(w),
-                     "--memory-limit-mb", str(int(memory_limit_mb or 0))] + ([] if ml_dtypes else ["--no-ml-dtypes"]),
+                    python_module("leirc.lower.worker", "--serve", d, "--reply-fd", str(w),
+                                  "--memory-limit-mb", str(int(memory_limit_mb or 0))) + ([] if ml_dtypes else ["--no-ml-dtypes"]),
                     stdin=subprocess.PIPE, stdout=errf, stderr=errf, env=env, start_new_session=True,
                     pass_fds=(w,), close_fds=True)
             _PROCS[self.p.pid] = (os.getpid(), self.p)
