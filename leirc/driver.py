@@ -675,6 +675,8 @@ def model_report(b: Build) -> dict:
         "verify_summary": None if v is None else verify_summary(v),
         "verify_tolerance": None if v is None else v.tolerance,
         "eager_ms": eager, "compile_ms": comp, "leirc_ms": mine,
+        # the kernel alone (pre-made inputs and outputs, in a worker), next to the module figures
+        "leirc_kernel_ms": j.timing.get("leirc_kernel") if j else None,
         "speedup_eager": eager / mine if eager and mine else None,
         "speedup_compile": comp / mine if comp and mine else None,
         "timing_errors": dict(j.timing_errors) if j else {},
