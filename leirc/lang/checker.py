@@ -21,6 +21,7 @@ from .affine import Facts, affine_interval, attained, captures
 from .diagnostics import Diagnostic, error, warning
 from .facts import CheckResult, StmtInfo, TensorInfo, accesses
 from .parser import ParseResult, parse
+from .private import uninitialized_reads
 
 # CUDA launch limits (compute capability >= 3.0)
 MAX_THREADS_PER_BLOCK = 1024
@@ -309,7 +310,20 @@ class _Checker:
             self._races()
             self._outputs()
             self._capacity()
+        if not any(d.is_error for d in self.diags):
+            self._private_init()
         return CheckResult(self.k, self.diags, self.tensors, self.stmts)
+
+    def _private_init(self):
+        """E049/W049: per element, a private tile is written before this execution of its
+        ``\\alloc`` reads it (:func:`leirc.lang.private.uninitialized_reads`)."""
+        if not any(t.private for t in self.tensors.values()):
+            return
+        for sev, _name, acc, msg in uninitialized_reads(self.tensors, self.stmts):
+            if sev == "error":
+                self.err("E049", msg, acc.span)
+            else:
+                self.warn("W049", msg, acc.span)
 
     # -- pass 1: structure, names, types ----------------------------------------
     def _structure(self, items, loops: tuple[A.Loop, ...], bound_axes: dict, visible: frozenset):

@@ -61,6 +61,7 @@ CODES: dict[str, str] = {
     "E046": "self-referencing statement is neither a reduction, a scan nor an update",
     "E047": "private tensor used outside its allocation, allocated twice, or a parameter allocated",
     "E048": "invalid private allocation (empty extent; shared memory inside a thread loop; local memory shared by threads)",
+    "E049": "private tensor element read before this execution of its allocation writes it",
     # lowering and build (leirc.lower)
     "E050": "lowering to TVM TIR failed",
     "E051": "TVM build failed",
@@ -77,6 +78,7 @@ CODES: dict[str, str] = {
     "W008": "the file defines no kernel",
     "W009": "implicit narrowing conversion",
     "W014": "data-dependent subscript is bounds-checked at run time",
+    "W049": "private tensor element possibly read before it is written (not provable either way)",
     "W050": "shared/local tensor placed in global memory on CUDA",
     "W051": "kernel runs on a single CUDA thread (cross-thread reduction or block-level dependence)",
 }

@@ -94,7 +94,9 @@ Memory scopes and allocation placement
     array; after the loops over it are unrolled and vectorized LLVM promotes it to
     registers). CUDA: ``s`` -> ``shared`` (TVM's ``ThreadSync`` adds the barriers), ``l``
     and ``g`` -> ``local``; one in a host loop becomes one root buffer in global memory,
-    which the serial host iterations reuse. Private tiles are never poisoned.
+    which the serial host iterations reuse. ``poison_intermediates`` fills a ``local`` private
+    tile with the poison at the start of every execution of its loop body (CUDA ``shared``
+    tiles are not filled).
 
 Statements
     ``assign``/``update``/``scan`` store the value as written; reductions get an init
@@ -131,7 +133,8 @@ IEEE and integer corner cases (the interpreter's NumPy semantics; TVM differs by
       computed in a type twice as wide and truncated; CUDA ``u16 * u16`` in ``uint``).
       Signed overflow is an error in LEIR; the compiled code assumes it does not happen.
     * ``poison_intermediates``: root-allocated intermediates are filled with the
-      interpreter's poison (NaN payload / integer sentinel) before the body runs.
+      interpreter's poison (NaN payload / integer sentinel) before the body runs, and
+      ``local`` private tiles at the start of every execution of their loop body.
 """
 
 from __future__ import annotations
@@ -622,15 +625,7 @@ class Lowerer:
         value = self._poison_value(info.dtype)
         shape = tuple(info.shape or ())
         if not self.gpu:
-            wide = info.name in self.wide
-
-            def nest(k, idx):
-                if k == len(shape):
-                    T.buffer_store(buf, value, idx)
-                    return
-                with T.serial(0, shape[k]) as v:
-                    nest(k + 1, idx + [tirx.Cast("int64", v) if wide else v])
-            nest(0, [])
+            self._poison_nest(info)
             return
         n = math.prod(shape)
         threads = min(n, 256)
@@ -649,6 +644,23 @@ class Lowerer:
                             T.buffer_store(buf, value, idx)
                 else:
                     T.buffer_store(buf, value, idx)
+
+    def _poison_nest(self, info):
+        """A serial nest storing the poison in every element of ``info``'s buffer (where
+        it stands: at function root, or at the top of a private tensor's loop body)."""
+        T, tirx = self.T, self.tvm.tirx
+        buf = self.bufs[info.name]
+        value = self._poison_value(info.dtype)
+        shape = tuple(info.shape or ())
+        wide = info.name in self.wide
+
+        def nest(k, idx):
+            if k == len(shape):
+                T.buffer_store(buf, value, idx)
+                return
+            with T.serial(0, shape[k]) as v:
+                nest(k + 1, idx + [tirx.Cast("int64", v) if wide else v])
+        nest(0, [])
 
     def _poison_value(self, dt: str):
         tirx = self.tvm.tirx
@@ -675,6 +687,12 @@ class Lowerer:
             else:
                 scope = "local"
             self._alloc(info, scope)
+            if self.poison and scope == "local":
+                # fresh storage per execution (docs/language.md §3.1): a verification build
+                # fills it with the poison each time, so a read of an element this execution
+                # did not write -- never written, or left by the previous iteration --
+                # shows in the outputs instead of reusing the stack's old contents
+                self._poison_nest(info)
 
     def _emit_site_allocs(self, key):
         for info in self.site_allocs.get(id(key), ()):
