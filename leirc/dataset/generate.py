@@ -630,7 +630,7 @@ def generate(paths, directory: str, opts: GenOptions, *, workers: int = 1, budge
                 bar.add(out)
                 where = {"name": out.node, "target_fingerprint": out.fingerprint}
                 if out.key in timing:
-                    ukey, recs = timing.pop(out.key)
+                    _, recs = timing.pop(out.key)
                     store_unit(with_times(recs, out.value if out.ok else None, where, out.error), out.label,
                                f"(timed on {out.node or '?'})")
                     continue
