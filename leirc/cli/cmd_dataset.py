@@ -210,6 +210,11 @@ def run_gen(args) -> int:
     except (StoreError, ClusterError) as e:
         return _err(str(e))
     print(json.dumps(summary, indent=2, sort_keys=True))
+    ex = summary.get("executor")
+    if ex and not args.quiet:
+        print(f"leirc dataset: {ex['done']} of {ex['jobs']} task(s) on {ex['where']} in {ex['seconds']} s: "
+              f"{ex['failed']} failed, {ex['retried']} retried; per node: "
+              + ", ".join(f"{n} {c}" for n, c in ex["per_node"].items()), file=sys.stderr)
     if summary.get("interrupted"):
         print(f"leirc dataset: interrupted: {summary['saved_this_run']} record(s) saved by this run, "
               f"{summary['records']} verified and {summary['rejected']} rejected in "
