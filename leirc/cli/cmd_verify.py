@@ -154,7 +154,7 @@ def run(args) -> int:
     # The worker's start (importing TVM) is the longest part of a verification: start it
     # before anything else, so that it runs while this process checks the programs and
     # computes the reference outputs. Programs with errors only cost a worker killed early.
-    from ..lower.session import WorkerPool, needs_ml_dtypes
+    from ..lower.device import WorkerPool, needs_ml_dtypes
 
     with WorkerPool(0) as pool:
         pool.warm(threads=args.threads, ml_dtypes=needs_ml_dtypes(texts[0][1]))

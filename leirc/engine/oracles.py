@@ -590,7 +590,7 @@ def verify_model(model_path: str, leir_text: str, imported, *, seeds=(0, 1, 2), 
 
         return check_against_module(oracle, leir_text, cr.kernel, interp_runner, seeds=seeds, target="interp",
                                     timeout=timeout, rtol=rtol, norm_tol=norm_tol)
-    from ..lower.session import KernelSession
+    from ..lower.device import KernelSession
 
     with KernelSession(leir_text, kernel=cr.kernel.name, target=target, threads=threads, timeout=timeout,
                        poison_intermediates=True) as s:

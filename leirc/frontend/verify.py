@@ -160,7 +160,7 @@ def make_runner(target: str, check_result=None, *, threads: Optional[int] = None
         return run_interp
 
     def run_compiled(source, inputs):
-        from ..lower.runner import run_kernel, zero_outputs  # lazy: TVM lives in leirc.lower
+        from ..lower.device import run_kernel, zero_outputs  # lazy: TVM lives in leirc.lower
 
         cr = check_result or _kernel_of(source)
         res = run_kernel(source, inputs, zero_outputs(cr.kernel), target=target, threads=threads, timeout=timeout)

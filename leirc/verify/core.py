@@ -240,14 +240,14 @@ class _SessionRunner:
             name = load_kernel(self.source, kernel=kernel).kernel.name
         except LoadError:
             return  # the verifier reports the candidate's errors itself
-        from ..lower.session import KernelSession  # lazy: TVM lives in leirc.lower
+        from ..lower.device import KernelSession  # lazy: TVM lives in leirc.lower
 
         self.session = KernelSession(self.source, kernel=name, target=self.target, timeout=self.timeout,
                                      poison_intermediates=True)
 
     def __call__(self, source, inputs, outputs, *, kernel=None, target=None, timeout=None, **kw):
         if self.session is None:
-            from ..lower.session import KernelSession  # lazy: TVM lives in leirc.lower
+            from ..lower.device import KernelSession  # lazy: TVM lives in leirc.lower
 
             self.session = KernelSession(self.source, kernel=kernel, target=self.target, timeout=self.timeout,
                                          poison_intermediates=True)
@@ -413,7 +413,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
             runner = interp_runner
         else:
             try:
-                from ..lower.runner import run_kernel as runner  # noqa: PLC0415
+                from ..lower.device import run_kernel as runner  # noqa: PLC0415
             except ImportError as e:
                 fail(f"the compiled runner is not available ({e}); use target='interp'")
                 return _finish(rep, t0)
