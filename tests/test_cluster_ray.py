@@ -198,6 +198,14 @@ def test_batch_tune_on_two_nodes_survives_a_node_kill_and_equals_a_local_run(clu
 
 @pytest.mark.slow
 def test_killed_driver_resumes_without_duplicates_or_losses(cluster, kernels, tmp_path):
+    # three kernels (the cluster has one or two nodes here): when the first row is stored, at
+    # least one search is still to come
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in kernels.iterdir():
+        (src / f.name).write_text(f.read_text())
+    (src / "neg.leir").write_text(SCALE.replace("scale", "neg").replace("* 2.0", "* -1.0"))
+    kernels = src
     out = tmp_path / "resumed"
     cmd = [sys.executable, "-m", "leirc.cli.cmd_tune", str(kernels), "--budget", "1", "--proposer", "o2",
            "--threads", "1", "--cluster", cluster.address, "-o", str(out), "-q"]
@@ -217,7 +225,7 @@ def test_killed_driver_resumes_without_duplicates_or_losses(cluster, kernels, tm
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     before = ResultsDB(str(out)).records()
-    assert len(before) == 1
+    assert 1 <= len(before) < 3
     from leirc.cli import cmd_tune
 
     # without --resume the directory is refused rather than mixed
@@ -227,8 +235,9 @@ def test_killed_driver_resumes_without_duplicates_or_losses(cluster, kernels, tm
                         cluster.address, "-o", str(out), "--resume", "-q"])
     assert rc == 0
     after = ResultsDB(str(out)).records()
-    assert sorted(r["kernel"] for r in after) == ["scale", "shift"]
-    assert [r for r in after if r["kernel"] == before[0]["kernel"]] == before  # kept, not redone
+    assert sorted(r["kernel"] for r in after) == ["neg", "scale", "shift"]  # each once
+    kept = {r["kernel"] for r in before}
+    assert [r for r in after if r["kernel"] in kept] == before  # kept, not redone
 
 
 def test_a_timing_job_never_lands_on_a_node_of_another_fingerprint(cluster):
