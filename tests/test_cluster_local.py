@@ -208,3 +208,15 @@ def test_tune_json_documents_follow_the_envelope(tmp_path, capsys):
         doc = json.loads(capsys.readouterr().out)
         assert schemas.validate(doc, "tune") == [] and doc["command"] == "tune" and not doc["ok"]
     assert doc["error"]["kind"] == "usage"
+
+
+def test_dataset_resume_needs_a_dataset_and_bad_addresses_are_refused(tmp_path, capsys):
+    from leirc.cli import cmd_dataset
+
+    src = str(ROOT / "stdlib" / "relu.leir")
+    assert cmd_dataset.main(["gen", "--sources", src, "--out", str(tmp_path / "none"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no dataset to continue" in err and err.count("\n") == 1
+    assert cmd_dataset.main(["gen", "--sources", src, "--out", str(tmp_path / "x"), "--cluster", "nowhere"]) == 2
+    err = capsys.readouterr().err
+    assert "--cluster expects local, auto, ray://HOST:PORT or HOST:PORT" in err and err.count("\n") == 1
