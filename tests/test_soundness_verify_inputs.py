@@ -15,7 +15,7 @@ import pytest
 from leirc.cli import schemas
 from leirc.cli.main import main
 from leirc.interp import check_source
-from leirc.interp.inputs import branch_points, random_inputs, range_exponent
+from leirc.interp.inputs import branch_points, random_inputs, range_exponent, sum_points
 from leirc.verify import VERIFY_PROTOCOL, evidence, verify
 from leirc.verify.coverage import Coverage
 
@@ -40,6 +40,16 @@ def test_a_saturating_u8_add_is_not_a_wrapping_one():
     rep = verify(SATURATING, WRAPPING, target="interp")
     assert not rep.equal
     assert any("(seed 0, range)" in f and "must match exactly" in f for f in rep.failures), rep.failures
+    # the branches probe alone finds it too: X + Y planted at 255, 256 and 254
+    kern = check_source(SATURATING).kernel
+    assert len(sum_points(kern)) == 1
+    x = random_inputs(kern, 0, "branches")
+    s = x["X"].astype(int) + x["Y"].astype(int)
+    assert {254, 255, 256} <= set(s.tolist())
+    rep = verify(SATURATING, WRAPPING, target="interp", probes=("branches",), coverage=True)
+    assert not rep.equal and any("branches" in f for f in rep.failures)
+    cov = next(c for c in rep.branch_coverage if c["program"] == "candidate")
+    assert cov["measured"] and cov["true"] and cov["false"], rep.branch_coverage
 
 
 I32_SUM = k("W: i32[8, 64]) -> (S: i32[8]",

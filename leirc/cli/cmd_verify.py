@@ -231,7 +231,7 @@ def _verify(args, texts, seeds, dists, probes, rtol, norm_tol, timeout, domains,
     for n, d in rep.domains.items():
         print(f"  input {n} drawn in {d}")
     for note in getattr(rep, "probe_notes", ()):
-        print(f"  probe {note}")
+        print(f"  note: {note}")
     cov = getattr(rep, "branch_coverage", ())
     if cov:
         both = sum(1 for c in cov if c["measured"] and c["true"] and c["false"])

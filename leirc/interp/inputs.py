@@ -511,7 +511,7 @@ def branch_sites(kernel: A.Kernel) -> list:
 
 def invert(e: A.Expr):
     """(tensor name, access, forward, inverse) when ``e`` is a strictly monotone function of
-    one tensor element -- ``X``, ``-X``, a float cast, ``X + c``, ``X - c``, ``c - X``,
+    one tensor element -- ``X``, ``-X``, a cast, ``X + c``, ``X - c``, ``c - X``,
     ``X * c``, ``X / c`` (c a nonzero constant) -- else None. ``forward`` maps the tensor's
     values to ``e``'s, ``inverse`` a value of ``e`` back to the tensor's."""
     if isinstance(e, A.Access):
@@ -522,7 +522,9 @@ def invert(e: A.Expr):
             return None
         n, acc, f, g = r
         return n, acc, (lambda x: -f(x)), (lambda t: g(-t))
-    if isinstance(e, A.Call) and e.func in A.FLOAT_DTYPES and len(e.args) == 1:
+    if isinstance(e, A.Call) and e.func in A.CAST_FUNCS and e.func != "bool" and len(e.args) == 1:
+        # a cast is monotone (a widening one exactly; a narrowing integer cast wraps, and the
+        # planted values then only miss the boundary)
         return invert(e.args[0])
     if isinstance(e, A.BinOp) and e.op in ("+", "-", "*", "/"):
         cr, cl = _const_value(e.rhs), _const_value(e.lhs)
@@ -587,44 +589,100 @@ _EPS = {"f16": 2.0**-10, "bf16": 2.0**-7, "f32": 2.0**-23, "f64": 2.0**-52}
 
 
 def _plant_branch_values(kernel: A.Kernel, out: dict, doms: dict, rng: np.random.Generator) -> None:
-    """Write the threshold values of :func:`branch_points` into ``out`` (in place)."""
+    """Write the threshold values of :func:`branch_points` and :func:`sum_points` into
+    ``out`` (in place)."""
     thresholds, pairs = branch_points(kernel)
     params = {p.name: p for p in kernel.inputs}
     for name, ts in thresholds.items():
-        p = params[name]
-        a = out[name]
-        if a.size == 0:
-            continue
-        flat = a.reshape(-1)
-        vals = []
-        for t in ts[:MAX_THRESHOLDS]:
-            if p.dtype in A.FLOAT_DTYPES:
-                eps = _EPS.get(p.dtype, 2.0**-23)
-                step = max(abs(t) * 2 * eps, 1e-30)
-                far = max(1.0, abs(t))
-                cands = (t, t + step, t - step, t + far, t - far)
-                dom = doms.get(name)
-                vals += [v for v in cands if dom is None or dom.contains(v)]
-            else:
-                info = np.iinfo(a.dtype)
-                ti = int(math.floor(t))
-                far = max(1, abs(ti))
-                vals += [v for v in (ti, ti + 1, ti - 1, ti + far, ti - far) if info.min <= v <= info.max]
-        if not vals:
-            continue
-        # one element in four gets a planted value, cycled so that each value appears
-        pick = np.flatnonzero(rng.random(flat.size) < 0.25)
-        if pick.size == 0:
-            pick = np.array([int(rng.integers(flat.size))])
-        with np.errstate(over="ignore"):
-            planted = np.asarray([vals[i % len(vals)] for i in range(pick.size)], dtype=np.float64)
-            flat[pick] = planted.astype(a.dtype) if a.dtype.kind in "iu" else np.asarray(planted).astype(a.dtype)
+        _plant_thresholds(out, params[name], ts, doms.get(name), rng)
     for x, y in pairs:
         ax, ay = out[x], out[y]
         if ax.shape != ay.shape or ax.dtype != ay.dtype or ax.size == 0:
             continue
         eq = rng.random(ax.shape) < 0.125
         ax[eq] = ay[eq]
+    for ra, rb, sign, c in sum_points(kernel):
+        _plant_sum(out, params, doms, rng, ra, rb, sign, c)
+
+
+def _plant_thresholds(out: dict, p, ts: list, dom, rng) -> None:
+    """Values at, one ulp around and far around each threshold ``ts`` of input ``p``."""
+    a = out[p.name]
+    if a.size == 0:
+        return
+    flat = a.reshape(-1)
+    vals = []
+    for t in ts[:MAX_THRESHOLDS]:
+        if p.dtype in A.FLOAT_DTYPES:
+            eps = _EPS.get(p.dtype, 2.0**-23)
+            step = max(abs(t) * 2 * eps, 1e-30)
+            far = max(1.0, abs(t))
+            cands = (t, t + step, t - step, t + far, t - far)
+            vals += [v for v in cands if dom is None or dom.contains(v)]
+        else:
+            info = np.iinfo(a.dtype)
+            ti = int(math.floor(t))
+            far = max(1, abs(ti))
+            vals += [v for v in (ti, ti + 1, ti - 1, ti + far, ti - far) if info.min <= v <= info.max]
+    if not vals:
+        return
+    # one element in four gets a planted value, cycled so that each value appears
+    pick = np.flatnonzero(rng.random(flat.size) < 0.25)
+    if pick.size == 0:
+        pick = np.array([int(rng.integers(flat.size))])
+    with np.errstate(over="ignore"):
+        planted = np.asarray([vals[i % len(vals)] for i in range(pick.size)], dtype=np.float64)
+        flat[pick] = planted.astype(a.dtype)
+
+
+def sum_points(kernel: A.Kernel) -> list:
+    """``(X, Y, sign, c)`` for each comparison of ``f(X) + g(Y)`` (``sign`` +1) or
+    ``f(X) - g(Y)`` (-1) with a constant ``c``, where f and g are monotone in one element of
+    two different inputs read with the same subscripts (a saturation test such as
+    ``i32(A) + i32(B) > 255``). Returned as (X's inversion, Y's forward) pairs."""
+    inputs = {p.name for p in kernel.inputs if p.dtype != "bool"}
+    out = []
+    for site in branch_sites(kernel):
+        for e, other in ((site.lhs, site.rhs), (site.rhs, site.lhs)):
+            c = _const_value(other)
+            if c is None or not (isinstance(e, A.BinOp) and e.op in ("+", "-")):
+                continue
+            ra, rb = invert(e.lhs), invert(e.rhs)
+            if (ra is None or rb is None or ra[0] == rb[0] or ra[0] not in inputs or rb[0] not in inputs
+                    or ra[1].indices != rb[1].indices):
+                continue
+            out.append((ra, rb, 1 if e.op == "+" else -1, c))
+    return out
+
+
+def _plant_sum(out: dict, params: dict, doms: dict, rng, ra, rb, sign: int, c: float) -> None:
+    """One element in four of X set so that f(X) +- g(Y) lands on ``c``, one step above or
+    one step below it (elementwise, X and Y of one shape)."""
+    x, y = ra[0], rb[0]
+    ax, ay = out[x], out[y]
+    if ax.shape != ay.shape or ax.size == 0:
+        return
+    with np.errstate(all="ignore"):
+        gy = rb[2](ay.astype(np.float64))
+        target = (c - gy) if sign > 0 else (gy + c)  # f(X) = c -+ g(Y)
+        want = np.asarray(ra[3](target), dtype=np.float64)
+    if params[x].dtype in A.FLOAT_DTYPES:
+        step = np.maximum(np.abs(want) * 2 * _EPS.get(params[x].dtype, 2.0**-23), 1e-30)
+    else:
+        want = np.floor(want)
+        step = np.ones_like(want)
+    offset = rng.integers(-1, 2, size=ax.shape)  # at, above, below
+    cand = want + offset * step
+    pick = (rng.random(ax.shape) < 0.25) & np.isfinite(cand)
+    if ax.dtype.kind in "iu":
+        info = np.iinfo(ax.dtype)
+        pick &= (cand >= info.min) & (cand <= info.max)
+    dom = doms.get(x)
+    if dom is not None:
+        pick &= np.vectorize(dom.contains, otypes=[bool])(cand) if cand.size else pick
+    if pick.any():
+        with np.errstate(over="ignore"):
+            ax[pick] = cand[pick].astype(ax.dtype)
 
 
 #: special values tried by :func:`inject_special`, in order

@@ -56,7 +56,7 @@ from ..interp import InterpError, Interpreter, check_source, random_inputs
 from ..interp import dtypes as D
 from ..interp.shrink import iterations
 from ..interp.inputs import (DISTS, RANGE_LEVELS, SPECIAL_VALUES, as_domain, branch_points, infer_domains,
-                             inject_special, range_exponent)
+                             inject_special, range_exponent, sum_points)
 from .bound import ErrorBound, Unsupported
 from .compare import bitwise_equal, compare_output, tolerances
 
@@ -621,7 +621,7 @@ def _verify(candidate_source: str, reference_source: Optional[str] = None, *, ke
         rep.seeds = [s for s in seeds if s in run_seeds]
     # another program verified against the reference: its comparisons count too
     others = (cand.kernel,) if cand.kernel != ref.kernel else ()
-    if "branches" in probes and not any(any(branch_points(k)) for k in (ref.kernel, *others)):
+    if "branches" in probes and not any(any(branch_points(k)) or sum_points(k) for k in (ref.kernel, *others)):
         rep.probe_notes.append("branches: not run: no comparison of an input with a constant or another input")
         probes = [p for p in probes if p != "branches"]
         rep.probes = probes

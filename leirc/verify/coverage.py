@@ -30,6 +30,22 @@ _OPS = {">": np.greater, "<": np.less, ">=": np.greater_equal, "<=": np.less_equ
         "!=": np.not_equal}
 
 
+def _sum_side(e):
+    """``("sum", names, accesses, forward)`` for ``f(X) +- g(Y)`` with f, g monotone in one
+    element each (see :func:`invert`), else None."""
+    if not (isinstance(e, A.BinOp) and e.op in ("+", "-")):
+        return None
+    ra, rb = invert(e.lhs), invert(e.rhs)
+    if ra is None or rb is None:
+        return None
+    fa, fb = ra[2], rb[2]
+    if ra[0] == rb[0]:
+        fwd = (lambda x: fa(x) + fb(x)) if e.op == "+" else (lambda x: fa(x) - fb(x))
+        return ("sum", (ra[0],), (ra[1], rb[1]), fwd)
+    fwd = (lambda x, y: fa(x) + fb(y)) if e.op == "+" else (lambda x, y: fa(x) - fb(y))
+    return ("sum", (ra[0], rb[0]), (ra[1], rb[1]), fwd)
+
+
 class _Site:
     def __init__(self, site: BranchSite, program: str = "reference", inputs_only: Optional[set] = None):
         self.site = site
@@ -44,13 +60,16 @@ class _Site:
                 self.sides.append(("const", c))
                 continue
             r = invert(e)
-            self.sides.append(None if r is None else ("tensor", r[0], r[1], r[2]))
+            if r is not None:
+                self.sides.append(("tensor", (r[0],), (r[1],), r[2]))
+                continue
+            self.sides.append(_sum_side(e))
         kinds = [s[0] if s else None for s in self.sides]
-        self.measured = None not in kinds and "tensor" in kinds
-        if kinds == ["tensor", "tensor"]:
-            a, b = self.sides[0][2], self.sides[1][2]
-            # elementwise only: the same subscripts (and, checked per run, the same shape)
-            self.measured = a.indices == b.indices
+        self.measured = None not in kinds and ("tensor" in kinds or "sum" in kinds)
+        accs = [a for s in self.sides if s and s[0] != "const" for a in s[2]] if self.measured else []
+        # elementwise only: the same subscripts everywhere (and, checked per run, one shape)
+        if accs and any(a.indices != accs[0].indices for a in accs):
+            self.measured = False
         if inputs_only is not None and not self.tensors <= inputs_only:
             # the candidate's intermediates are compiled code: their values are not observed
             self.measured = False
@@ -58,7 +77,7 @@ class _Site:
 
     @property
     def tensors(self) -> set:
-        return {s[1] for s in self.sides if s and s[0] == "tensor"}
+        return {n for s in self.sides if s and s[0] != "const" for n in s[1]}
 
     def observe(self, values: dict) -> None:
         if not self.measured:
@@ -68,11 +87,11 @@ class _Site:
             if s[0] == "const":
                 arrays.append(np.float64(s[1]))
                 continue
-            v = values.get(s[1])
-            if v is None:
+            vs = [values.get(n) for n in s[1]]
+            if any(v is None for v in vs) or len({np.shape(v) for v in vs}) > 1:
                 return
             with np.errstate(all="ignore"):
-                arrays.append(s[3](np.asarray(v).astype(np.float64)))
+                arrays.append(s[3](*[np.asarray(v).astype(np.float64) for v in vs]))
         if all(np.ndim(a) > 0 for a in arrays) and np.shape(arrays[0]) != np.shape(arrays[1]):
             return
         with np.errstate(invalid="ignore"):
