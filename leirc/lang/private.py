@@ -293,27 +293,35 @@ def _run(items, env: dict, name: str, info: dict, written: set, found: dict) -> 
 
 
 def _structural(t, body, info: dict) -> list:
-    """Over budget: a read is proven when an earlier top-level item of the body writes
-    the whole tile (subscripts that are distinct loop indices of that item, each running
-    over its whole dimension), or is a reduction's read of its own element (the init
-    stores the identity first); otherwise one warning for the tensor."""
+    """Over budget: a read is proven when an item executed before it in this execution --
+    an earlier sibling at any level of nesting, so earlier in the same iteration -- writes
+    the whole tile (:func:`_covers`), or when it is a reduction's read of its own element
+    (the init stores the identity first); otherwise one warning for the tensor."""
     name = t.alloc.name
     shape = tuple(t.alloc.shape)
-    covered = False
-    for it in body:
-        pairs = list(_assigns_with_loops(it, ()))
-        if not covered:
-            for st, _ in pairs:
-                si = info.get(id(st))
-                for acc, _g in _reads_of(st, name):
-                    if si is not None and si.kind == "reduce" and acc.indices == st.target.indices:
-                        continue
-                    return [("warning", name, acc, f"cannot prove that every element of '{name}' read here was "
-                             f"written before in the same execution of its \\alloc (more than {UNINIT_BUDGET} "
-                             f"statement instances to follow); a never-written element is uninitialized")]
-        if any(st.target.name == name and _covers(st.target, loops, shape) for st, loops in pairs):
-            covered = True
-    return []
+
+    def walk(items, covered: bool):
+        for it in items:
+            if isinstance(it, (A.Loop, A.Region)):
+                acc = walk(it.body, covered)
+                if acc is not None:
+                    return acc
+            elif isinstance(it, A.Assign) and not covered:
+                si = info.get(id(it))
+                for acc, _g in _reads_of(it, name):
+                    if not (si is not None and si.kind == "reduce" and acc.indices == it.target.indices):
+                        return acc
+            if not covered and any(st.target.name == name and _covers(st.target, loops, shape)
+                                   for st, loops in _assigns_with_loops(it, ())):
+                covered = True
+        return None
+
+    acc = walk(body, False)
+    if acc is None:
+        return []
+    return [("warning", name, acc, f"cannot prove that every element of '{name}' read here was written before in "
+             f"the same execution of its \\alloc (more than {UNINIT_BUDGET} statement instances to follow); a "
+             f"never-written element is uninitialized")]
 
 
 def _assigns(it) -> list:
@@ -332,15 +340,29 @@ def _assigns_with_loops(it, loops):
 
 
 def _covers(target: A.Access, loops, shape) -> bool:
+    """The write ``target`` under ``loops`` stores every element of a tile of ``shape``:
+    each subscript is a mixed-radix number of its own loop indices (``jo*16 + j`` with
+    ``j < 16``: coefficients 1, e1, e1*e2, ... over loops from 0, no offset) counting at
+    least to its extent."""
+    from .affine import affine  # noqa: PLC0415 - affine imports nothing from here
+
     ext = {l.var: (l.start, l.extent) for l in loops}
-    seen = set()
     if len(target.indices) != len(shape):
         return False
+    used: set = set()
     for i, n in zip(target.indices, shape):
-        if not isinstance(i, A.Var) or i.name not in ext or i.name in seen:
+        af = affine(i)
+        if af is None:
             return False
-        start, extent = ext[i.name]
-        if start != 0 or extent < n:
+        coefs = {v: c for v, c in af[0].items() if c}
+        if af[1] != 0 or any(v not in ext or v in used or ext[v][0] != 0 for v in coefs):
             return False
-        seen.add(i.name)
+        used |= set(coefs)
+        reach = 1
+        for c, e in sorted((c, ext[v][1]) for v, c in coefs.items()):
+            if c != reach:
+                return False
+            reach *= e
+        if reach < n:
+            return False
     return True
