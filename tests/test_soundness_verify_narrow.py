@@ -60,3 +60,14 @@ def test_a_dropped_term_of_a_bf16_sum_accumulated_in_f32_is_caught():
         rep = verify(rowsum_f32_acc(dt, 299), rowsum_f32_acc(dt), target="interp", seeds=(0,))
         assert not rep.equal and "arithmetic" in rep.tolerance, (dt, rep.failures)
         assert verify(rowsum_f32_acc(dt), target="interp", seeds=(0,)).equal
+
+
+def test_the_worst_case_sum_bound_never_exceeds_the_terms_it_adds():
+    # n*u = 300 * 2^-8 = 1.17 for bf16: a bound above sum |t| admits more than any rounding can do
+    from leirc.verify import ErrorBound
+
+    r = check_source(rowsum("bf16"))
+    x = {"X": np.random.default_rng(1).standard_normal((8, 300)).astype(np_dtype("bf16"))}
+    e = ErrorBound(r, worst_case=True).run(x)["S"]
+    total = np.abs(x["X"].astype(np.float64)).sum(axis=1)
+    assert (e <= total * (1 + 1e-6)).all() and (e > 0.5 * total).all()

@@ -28,7 +28,9 @@ carried out by the interpreter itself on the program's real values:
   -- fails for heavy-tailed terms: a serial f32 sum of values spanning six decades loses
   the small ones systematically (measured: 10*sqrt(n)*u on GroupNorm's 32768-term variance
   under the ``mixed`` probe), so ``worst_case=True`` (used for the probe distributions)
-  takes Higham's deterministic n*u instead; max/min reductions keep the largest E;
+  takes Higham's deterministic n*u instead; either factor is capped at 1, since one step
+  of a sum errs by at most the term it adds (n*u passes 1 for 300 bf16 terms); max/min
+  reductions keep the largest E;
 * magnitudes are clamped at 2^500, so that an infinite value whose contribution a later
   operation removes (exp(-inf) = 0 for -inf padding) leaves a finite bound;
 * products, quotients, exp, sigmoid, pow and casts add ETA, the absolute error of a result
@@ -268,7 +270,10 @@ class _Builder:
                     return _NONZERO
                 ex = self.ebound(x)
                 n = max(n, 1)
-                rel = r.rel((n if self.worst_case else math.sqrt(n)) * ux)
+                # a step's rounding error is at most the term it adds (the partial sum before
+                # it is representable): never more than 1 x |term|, which caps n*u for long
+                # f16/bf16 sums (300 bf16 terms: n*u = 1.17)
+                rel = r.rel(min((n if self.worst_case else math.sqrt(n)) * ux, 1.0))
                 monos = _monomials(r.p, operand, rel)
                 if monos is not None:
                     # one reduction per monomial: each is a sum of products, which the
