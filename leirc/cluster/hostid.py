@@ -3,15 +3,14 @@
 Two nodes time a kernel the same way only when they run the same code on the same kind of
 core, so the fingerprint of ``llvm`` is the host CPU (model name and feature flags, what TVM's
 ``-mcpu`` and the vector width are derived from) and of any other target its name plus the
-host. ``leirc.target`` (the project's ``Target`` value object) is preferred when it exists;
-until then, and on a leirc without it, the same facts are hashed here from /proc/cpuinfo.
+host. ``leirc.target`` (the project's ``Target`` value object) computes it; if it cannot
+describe the host, the same facts are hashed here from /proc/cpuinfo.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import platform
 
 #: the prefix of the Ray custom resource a timing node offers for its fingerprint
@@ -39,32 +38,24 @@ def _cpuinfo() -> tuple[str, str]:
     return model, flags
 
 
-def _from_target_module(target: str):
-    """The host's ``leirc.target`` fingerprint, combined with ``target`` unless that names the
-    host; None when the module does not exist. Imported by name: it is being written
-    concurrently and may be absent from a checkout."""
-    try:
-        mod = importlib.import_module("leirc.target")
-    except ImportError:
-        return None
-    target_of = getattr(mod, "target_of", None)
-    if target_of is None:
-        return None
-    fp = getattr(target_of("llvm"), "fingerprint", None)
-    if not isinstance(fp, str) or not fp:
-        return None
+def _host_fingerprint(target: str) -> str:
+    """``leirc.target``'s host fingerprint, combined with ``target`` unless that names the host."""
+    from ..target import target_of
+
+    fp = target_of("llvm").fingerprint
     return fp if target.strip() in _HOST_SPECS else hashlib.sha256(f"{target}\0{fp}".encode()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=None)
 def target_fingerprint(target: str = "llvm") -> str:
     """16 hex digits naming (``target``, this host's CPU); equal on nodes whose timings of
-    ``target`` code are comparable."""
-    fp = _from_target_module(target)
-    if fp is not None:
-        return fp
-    model, flags = _cpuinfo()
-    return hashlib.sha256("\0".join((target, platform.machine(), model, flags)).encode()).hexdigest()[:16]
+    ``target`` code are comparable. ``leirc.target`` decides; a host it cannot describe
+    (it raised) falls back to a hash of the same facts read here."""
+    try:
+        return _host_fingerprint(target)
+    except Exception:  # noqa: BLE001 - an unreadable host description still has a fingerprint
+        model, flags = _cpuinfo()
+        return hashlib.sha256("\0".join((target, platform.machine(), model, flags)).encode()).hexdigest()[:16]
 
 
 def timer_resource(fingerprint: str) -> str:

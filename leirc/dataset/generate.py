@@ -86,7 +86,7 @@ class GenOptions:
         if self.rpc is not None and not self.rpc_key:
             raise ValueError("remote timing needs both the tracker (--rpc HOST:PORT) and the device key (--key)")
         if self.rpc is not None:
-            from ..lower.rpc import parse_address
+            from ..lower.device import parse_address
 
             parse_address(self.rpc)  # ValueError with the reason
 
@@ -274,12 +274,11 @@ def _verification(ev) -> dict:
 def compiled_outputs(text: str, kernel, opts: GenOptions, pool=None) -> Optional[list]:
     """Outputs of the compiled ``text`` (sandboxed session, one build) on the verification
     seeds' standard-normal inputs, or None when it does not build or run. ``pool``: a
-    :class:`~leirc.lower.session.WorkerPool` whose started worker (TVM imported) it adopts."""
-    from ..lower.runner import make_inputs, zero_outputs
-    from ..lower.session import KernelSession
+    :class:`~leirc.lower.device.WorkerPool` whose started worker (TVM imported) it adopts."""
+    from ..lower.device import LocalDevice, make_inputs, zero_outputs
 
     outs = []
-    with KernelSession(text, target=opts.target, threads=1, timeout=120.0, pool=pool) as s:
+    with LocalDevice(opts.target).open(text, threads=1, timeout=120.0, pool=pool) as s:
         for seed in opts.verify_seeds:
             r = s.run(make_inputs(kernel, seed, "normal"), zero_outputs(kernel))
             if not r.ok:
@@ -311,8 +310,7 @@ class _Remote:
     same session."""
 
     def __init__(self, opts: GenOptions, original_text: str, kernel):
-        from ..lower.rpc import RemoteTimer
-        from ..lower.runner import make_inputs
+        from ..lower.device import RemoteTimer, make_inputs
 
         self.timer = RemoteTimer(opts.rpc, opts.rpc_key, target=opts.target)
         self.where = self.timer.where
@@ -389,14 +387,13 @@ def time_task(original: str, candidates: list, opts: GenOptions) -> dict:
     protocol of the in-process evaluator: 1 warm-up, ``repeat`` runs of at least 5 ms, one
     thread); returns ``{"original": ms, job: ms, ...}`` with None where a timing failed."""
     from ..engine.program import Program
-    from ..lower.runner import make_inputs
-    from ..lower.session import KernelSession
+    from ..lower.device import LocalDevice, make_inputs
 
     kernel = Program.from_text(original).kernel
     sets = [make_inputs(kernel, seed, "normal") for seed in opts.verify_seeds]
 
     def one(text: str) -> Optional[float]:
-        with KernelSession(text, target=opts.target, threads=1, timeout=120.0) as s:
+        with LocalDevice(opts.target).open(text, threads=1, timeout=120.0) as s:
             t = s.time(sets, warmup=1, repeat=opts.repeat, min_repeat_ms=5.0)
         return t.median_ms if t.ok else None
 
