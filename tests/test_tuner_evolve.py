@@ -14,7 +14,9 @@ from leirc.engine.program import Program
 from leirc.lang import ast as A
 from leirc.lower.runner import TimingResult
 from leirc.opt.o2 import default_tiles
-from leirc.search.core import Search, SearchOptions
+from leirc.search.constants import ALGORITHMS
+from leirc.search.core import ALGORITHM_TABLE, Search, SearchOptions
+from leirc.search.learned import records_from_state
 from leirc.search.store import SearchStore
 
 MATMUL = r"""\kernel mm(A: f32[128, 96], B: f32[96, 64]) -> (C: f32[128, 64]) {
@@ -124,3 +126,11 @@ def test_evolve_is_deterministic_and_resumes_without_measuring_again(tmp_path):
     store.close()
     assert again.fresh == 0 and ev.calls == [] and trail(again) == trail(first)
     assert again.best.fingerprint == first.best.fingerprint
+    # the state's measurements are records for another model's warm start (any algorithm's state)
+    recs = records_from_state(state, Program.from_text(MATMUL))
+    assert sorted(r[1] for r in recs) == sorted(n.fingerprint for n in first.nodes if n.ok)
+    assert all(r[3] == outside_defaults_ms(Program.from_text(MATMUL)) or r[3] > 0 for r in recs)
+
+
+def test_the_algorithm_table_is_the_clis_list():
+    assert tuple(ALGORITHM_TABLE) == ALGORITHMS

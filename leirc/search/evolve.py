@@ -32,7 +32,7 @@ from types import SimpleNamespace
 from typing import Optional
 
 from .directions import direction_of
-from .learned import CostModel, features, target_fingerprint
+from .learned import CostModel, features, group_of, target_fingerprint
 from .proposers import Proposal
 from .space import LEVEL_KNOBS, Space, point_to_json
 
@@ -70,7 +70,7 @@ class Evolution:
         o = search.options
         self.space = Space(o.target)
         self.root = search.root
-        self.group = f"{self.root.program.kernel.name}:{self.root.fingerprint[:16]}"
+        self.group = group_of(self.root.program)
         self.batch = max(2, int(o.branch))
         if model is None:
             store = search.store

@@ -23,7 +23,8 @@ every earlier record of the same target fingerprint and feature version (*warm s
 kernels' searches, earlier runs of this one), up to a record id fixed when the search first
 started, so a resumed search sees the same warm data. The trained booster is written to
 ``DIR/tuner-<target>-v<version>.lgb`` after each fit (text, LightGBM's own format) for reuse
-and inspection. :data:`FEATURE_VERSION` changes whenever the features change; records of
+and inspection. :func:`records_from_state` reads the measurements of any earlier search's state
+file (beam, MCTS...) as records. :data:`FEATURE_VERSION` changes whenever the features change; records of
 another version are not used.
 
 **Held-out rank correlation.** Before a batch is measured the current model scores it; once
@@ -366,6 +367,43 @@ class CostModel:
             self._db = None
 
 
+def group_of(program) -> str:
+    """The ranking group of a kernel: its name and the fingerprint of the program searched."""
+    return f"{program.kernel.name}:{program.fingerprint[:16]}"
+
+
+def records_from_state(state_path: str, root, target: str = "llvm") -> list[tuple]:
+    """(group, fingerprint, features, ms) of every timed, correct evaluation in the search state
+    ``state_path`` (a :class:`leirc.search.store.SearchStore` file) of a search from ``root``:
+    each candidate's steps replayed on ``root`` (rows that no longer replay to their
+    fingerprint are skipped); the knob features are NaN (the point is not stored). For
+    :meth:`CostModel.add` with ``source="state"``: measurements of earlier searches of any
+    algorithm warm-start the model."""
+    from ..strategies import NotApplicable, Step
+    from .store import SearchStore
+
+    store = SearchStore(state_path)
+    try:
+        rows = store.rows()
+    finally:
+        store.close()
+    group, out = group_of(root), []
+    for row in rows:
+        ev = row["evaluation"]
+        ms = (ev.get("timing") or {}).get("median_ms")
+        if not ev.get("ok") or not ms:
+            continue
+        p = root
+        try:
+            for st in row["steps"]:
+                p = p.apply(Step.from_json(st)).program
+        except (NotApplicable, KeyError, ValueError):
+            continue
+        if p.fingerprint == row["fingerprint"]:
+            out.append((group, p.fingerprint, features(p, None, target), float(ms)))
+    return out
+
+
 def target_fingerprint(target: str) -> str:
     """The fingerprint of ``target`` (:attr:`leirc.target.Target.fingerprint`), or of its spec
     string where it cannot be resolved."""
@@ -379,4 +417,5 @@ def target_fingerprint(target: str) -> str:
         return hashlib.sha256(str(target).encode()).hexdigest()[:16]
 
 
-__all__ = ["CostModel", "FEATURE_NAMES", "FEATURE_VERSION", "features", "spearman", "target_fingerprint"]
+__all__ = ["CostModel", "FEATURE_NAMES", "FEATURE_VERSION", "features", "group_of", "records_from_state", "spearman",
+           "target_fingerprint"]
