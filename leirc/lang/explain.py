@@ -192,6 +192,12 @@ _TEXTS: dict[str, tuple] = {
              _k("L^{8}_{i=0} [\n  \\alloc T^{f32,l}[0];\n  C^{f32,g}_{i} = A^{f32,g}_{i};\n];"),
              "Give every dimension a positive extent; allocate shared tiles at block level and subscript local "
              "tiles by their thread index (docs/language.md §3.1)."),
+    "E049": ("A private tile (\\alloc) is fresh, uninitialized storage in every execution of the body that "
+             "allocates it; this read provably sees an element that this execution has not written (it would read "
+             "whatever the previous iteration left, or garbage).",
+             _k("L^{8}_{i=0} [\n  \\alloc T^{f32,l}[2];\n  T^{f32,l}_{0} = A^{f32,g}_{i};\n"
+                "  C^{f32,g}_{i} = T^{f32,l}_{0} + T^{f32,l}_{1}*0.0;\n];"),
+             "Write every element the body reads before reading it (here T_{1}), or read only what was written."),
     "E050": ("Lowering the checked program to TVM TIR failed at the reported expression, statement or loop: a "
              "construct the lowering does not support, or a leirc bug.",
              None, "Rewrite the construct (the message names it); if the program is valid LEIR, report it.",
@@ -245,6 +251,13 @@ _TEXTS: dict[str, tuple] = {
              _k("L^{8}_{i=0} [\n  C^{f32,g}_{i} = A^{f32,g}_{J^{i64,g}_{i}};\n];",
                 "(A: f32[8], J: i64[8]) -> (C: f32[8])"),
              "Nothing if the data is known to be in range; otherwise clamp the index with min/max or guard it."),
+    "W049": ("A read of a private tile may see an element that this execution of its \\alloc has not written, "
+             "and the checker cannot tell (a guarded read, or too many executions to simulate without a covering "
+             "write); verification poisons the tile, so a real uninitialized read fails there.",
+             _k("L^{8}_{i=0} [\n  \\alloc T^{f32,l}[2];\n  T^{f32,l}_{0} = A^{f32,g}_{i};\n"
+                "  C^{f32,g}_{i} = if_then_else(A^{f32,g}_{i} > 0.0, T^{f32,l}_{1}, T^{f32,l}_{0});\n];"),
+             "Write the element on every path before the read (or drop the read that may miss); a write that covers "
+             "the whole tile proves it."),
     "W050": ("On CUDA a shared or local tensor is kept in global memory: it spans several kernels or exceeds the "
              "per-block/per-thread budget.",
              None, "Allocate the tile inside the block loops that use it (\\alloc), or make it smaller.",
