@@ -220,3 +220,19 @@ def test_dataset_resume_needs_a_dataset_and_bad_addresses_are_refused(tmp_path, 
     assert cmd_dataset.main(["gen", "--sources", src, "--out", str(tmp_path / "x"), "--cluster", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "--cluster expects local, auto, ray://HOST:PORT or HOST:PORT" in err and err.count("\n") == 1
+
+
+def test_an_address_nothing_listens_on_fails_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="the address is dialled only once Ray is there")
+    from leirc.cli import cmd_tune
+
+    t0 = time.monotonic()
+    assert cmd_tune.main([str(ROOT / "stdlib" / "relu.leir"), "-o", str(tmp_path / "o"), "-q",
+                          "--cluster", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in err and err.count("\n") == 1
+    assert time.monotonic() - t0 < 30  # Ray alone retries a dead GCS for minutes
+    # the run never started: the directory is not "a tuning run already"
+    assert cmd_tune.main([str(ROOT / "stdlib" / "relu.leir"), "-o", str(tmp_path / "o"), "-q",
+                          "--cluster", "127.0.0.1:1"]) == 2
+    assert "holds a tuning run" not in capsys.readouterr().err

@@ -262,6 +262,7 @@ class RayExecutor:
         self._owns = not ray.is_initialized()
         quiet = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR", configure_logging=False)
         if self._owns:
+            _reachable(address)
             try:
                 if address == "local":
                     # this node times for its own fingerprint
@@ -367,6 +368,33 @@ def open_executor(cluster: Optional[str], *, workers: int = 1, target: str = "ll
     check_address(cluster)
     return RayExecutor(cluster, target=target, workers=workers if cluster == "local" and workers > 0 else None,
                        timing_fingerprint=timing_fingerprint)
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse an address nothing listens on at once: Ray itself retries a dead GCS for
+    minutes. ``auto`` is checked at the address Ray would pick (``RAY_ADDRESS``, or the
+    cluster this machine's last ``ray start`` recorded) when one is known."""
+    if address == "local":
+        return
+    target = address
+    if address == "auto":
+        target = os.environ.get("RAY_ADDRESS", "")
+        if not target:
+            try:
+                with open(os.path.join(os.environ.get("RAY_TMPDIR", "/tmp"), "ray", "ray_current_cluster"),
+                          encoding="utf-8") as f:
+                    target = f.read().strip()
+            except OSError:
+                raise ClusterError("--cluster auto: this machine has joined no Ray cluster (start one with "
+                                   "ray start --head, or name its address)") from None
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # a form Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ClusterError(f"cannot reach the Ray cluster at {address}"
+                           f"{'' if target == address else f' ({target})'}: {e.strerror or e}") from None
 
 
 def check_address(cluster: str) -> None:

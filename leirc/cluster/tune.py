@@ -209,12 +209,14 @@ class ResultsDB:
             c.close()
 
     def claim(self, options: dict, resume: bool) -> None:
+        """Record ``options`` for a new run, or check them against the recorded run's. A
+        directory whose run stored nothing yet (it failed to start) is taken over."""
         have = self.options()
-        if have is None:
+        if have is None or not self.keys():
             c = self._connect()
             try:
                 with c:
-                    c.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('options', ?)",
+                    c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('options', ?)",
                               (json.dumps(options, sort_keys=True),))
             finally:
                 c.close()
