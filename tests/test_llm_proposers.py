@@ -45,7 +45,7 @@ def client(server, *, models=("m",), log=None, **kw) -> LLMClient:
 def steptp(server, **kw):
     logs: list[str] = []
     c = client(server, log=logs.append, **{k: v for k, v in kw.items() if k in ("models", "weights")})
-    return StepTPProposer(c, MenuProposer("llvm"), log=logs.append), logs
+    return StepTPProposer(c, MenuProposer("llvm", allow_approximate=True), log=logs.append), logs
 
 
 def answers(*items) -> str:
@@ -369,7 +369,7 @@ def test_a_search_applies_good_answers_and_replays_offline_from_the_cache(tmp_pa
     src = Program.from_text(SMALL)
 
     def run(cfg):
-        opts = SearchOptions(algo="greedy", budget=2, proposers=("llm",), llm=cfg, branch=2, patience=0,
+        opts = SearchOptions(algo="greedy", budget=2, proposers=("llm",), llm=cfg, branch=2, patience=0, allow_approximate=True,
                              max_depth=2, threads=1, cache_dir=str(tmp_path / "eval"))
         return Search(src, opts).run()
 

@@ -210,7 +210,7 @@ def test_the_prestarted_verify_reports_what_a_plain_session_reports(tmp_path):
     assert p.returncode == 0, p.stderr
     cli = json.loads(p.stdout)
     with KernelSession(softmax, threads=2) as s:  # what the CLI's Evaluator starts
-        plain = verify(softmax, runner=s.runner).to_json()
+        plain = verify(softmax, runner=s.runner, coverage=True).to_json()
     for doc in (cli, plain):
         doc.pop("seconds")
     assert {k: cli[k] for k in plain} == plain
