@@ -208,3 +208,20 @@ def test_planted_cancellations_are_not_folded(dt):
     bad = [f"Y{k} = {e}" for k, e in enumerate(exprs)
            if compare(got[f"Y{k}"], ref[f"Y{k}"], True).any()]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_products_are_not_contracted_into_fma(dt):
+    """``b - c*c`` with ``c = 1 + eps`` (eps = 2^-12 in f32): the product rounds to
+    ``1 + 2 eps`` (a tie, to even), so the text gives 0; a fused multiply-add gives
+    ``-eps^2``. (Only this statement: LLVM does not fuse a product it shares.)"""
+    npd = NP[dt]
+    eps = 2.0 ** (-12 if dt == "f32" else -27)
+    src = (f"\\kernel k(B: {dt}[16], C: {dt}[16]) -> (Z: {dt}[16]) {{ L^{{16}}_{{i=0}} [ "
+           f"Z^{{{dt},g}}_{{i}} = B^{{{dt},g}}_{{i}} - C^{{{dt},g}}_{{i}} * C^{{{dt},g}}_{{i}}; ]; }}")
+    r = check_text(src, "<t>").results[0]
+    ins = {"B": np.full(16, 1 + 2 * eps, npd), "C": np.full(16, 1 + eps, npd)}
+    ref = Interpreter(r, vectorize=False).run(ins)["Z"]
+    got = build(r, "llvm").run(ins)["Z"]
+    assert (ref == 0).all()
+    assert not compare(got, ref, True).any(), got[0]

@@ -127,8 +127,19 @@ IEEE and integer corner cases (the interpreter's NumPy semantics; TVM differs by
     * float comparisons are IEEE: false when an operand is NaN, except ``!=`` (TVM emits
       the ordered ``fcmp one`` for ``!=`` and folds ``x == x`` to true).
     * float ``+ - * /`` whose operands TVM's simplifier could cancel (``x - x``,
-      ``(x + y) - y``, ``x * 0``, ``0 / x``) get one operand behind a bit cast, so NaN and
-      infinities propagate as in the interpreter.
+      ``(x + y) - y``, ``(x + c) - c``, ``x + inf - inf``, ``x * 0``, ``0 / x``) or fold in
+      double (two constants) get one operand behind a bit cast, so NaN, infinities and
+      rounding come out as in the interpreter. Cancellations are decided on the lowered
+      operands (``_ExprLowerer._cancels``).
+    * no contraction (CPU): a product that is an operand of ``+``/``-`` goes through
+      ``llvm.arithmetic.fence`` (:data:`FENCE_PRODUCTS`); TVM lets LLVM fuse ``a*b + c``
+      into one FMA, which rounds once and keeps an overflowing product finite.
+    * f16/bf16 (CPU) are rounded after every operation (TVM computes a whole expression in
+      f32 and rounds at the store); bf16 through its bits, since TVM's bf16 legalization
+      drops a ``bf16(f32(.))`` pair, for expressions up to :data:`BF16_ROUND_LIMIT` nodes.
+      bf16 literals are rounded to bf16, its infinity is a cast of f32's, and its
+      transcendentals use TVM's intrinsics (the inline forms bind a ``Let``, which the bf16
+      passes miscompile).
     * unsigned ``+ - *`` wrap modulo 2**n (TVM marks u32/u64 ops ``nuw`` on LLVM: they are
       computed in a type twice as wide and truncated; CUDA ``u16 * u16`` in ``uint``).
       Signed overflow is an error in LEIR; the compiled code assumes it does not happen.
@@ -172,6 +183,10 @@ RESERVED_SYMBOLS = {
 #: see :mod:`leirc.lower.libm` (f64 and CUDA keep TVM's intrinsics)
 INLINE_LIBM = {"exp": exp_f32, "erf": erf_f32, "sigmoid": sigmoid_f32, "tanh": tanh_f32, "log": log_f32}
 
+#: CPU: products feeding ``+``/``-`` are fenced against FMA contraction, so compiled code
+#: rounds as the text says (docs/language.md §8). False trades that for FMA speed in GEMM-like
+#: inner loops; the verifier's tolerance then has to absorb the single rounding.
+FENCE_PRODUCTS = True
 #: CPU bf16: nodes up to which an expression is rounded to bf16 after every operation
 #: (see ``_ExprLowerer._round_bf16``; about eight nested operations)
 BF16_ROUND_LIMIT = 4096
@@ -1248,7 +1263,7 @@ class _ExprLowerer:
         """``v`` behind ``llvm.arithmetic.fence`` when it is a product (see :meth:`float_op`;
         CPU, f32/f64)."""
         tirx = self.tirx
-        if not self.low.gpu and comp in ("f32", "f64") and isinstance(v, tirx.Mul):
+        if FENCE_PRODUCTS and not self.low.gpu and comp in ("f32", "f64") and isinstance(v, tirx.Mul):
             return tirx.call_llvm_pure_intrin(DTYPES[comp], "llvm.arithmetic.fence", v)
         return v
 
