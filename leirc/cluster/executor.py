@@ -312,6 +312,11 @@ class RayExecutor:
 
     def _retry_or_fail(self, key: str, why: str) -> Optional[Outcome]:
         task = self._tasks[key]
+        if task.times and not self.timing_nodes():
+            # the last timing node died: Ray would hold the retry forever as infeasible
+            del self._tasks[key]
+            return Outcome(key, False, None, f"{why}; no node left that can time for target fingerprint "
+                           f"{self.fingerprint[:16]}", "", "", self._attempts[key], task.label)
         if self._attempts[key] >= self.max_attempts:
             del self._tasks[key]
             return Outcome(key, False, None, f"{why} ({self._attempts[key]} attempts)", "", "",
