@@ -251,3 +251,16 @@ def test_a_timing_job_never_lands_on_a_node_of_another_fingerprint(cluster):
         assert out.ok and out.value == target_fingerprint("cuda") and out.fingerprint == target_fingerprint("llvm")
     finally:
         ex.close()
+    # a node that offers the resource of a fingerprint it does not have: the task checks where
+    # it lands, refuses to time there, and is retried until it gives up
+    liar = cluster.add_node(num_cpus=1, object_store_memory=100 * MB, resources=node_resources("cuda"))
+    cluster.wait_for_nodes()
+    ex = RayExecutor(cluster.address, timing_fingerprint=target_fingerprint("cuda"))
+    try:
+        ex.submit(Task("timed", target_fingerprint, ("llvm",), times=True))
+        (out,) = list(ex.as_completed())
+        assert not out.ok and out.attempts == 3 and ex.retries == 2
+        assert f"the timing needs {target_fingerprint('cuda')[:12]}" in out.error
+    finally:
+        ex.close()
+        cluster.remove_node(liar)

@@ -327,8 +327,12 @@ class RayExecutor:
 
     def as_completed(self) -> Iterator[Outcome]:
         ray = self.ray
+        checked = time.monotonic()
         while self._refs:
             ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=POLL_S)
+            if not ready and time.monotonic() - checked > 10.0:
+                checked = time.monotonic()
+                yield from self._orphaned_timings()
             for ref in ready:
                 key = self._refs.pop(ref)
                 try:
@@ -349,6 +353,22 @@ class RayExecutor:
                 ok = status == "ok"
                 yield Outcome(key, ok, value if ok else None, None if ok else value, node, fp,
                               self._attempts[key], task.label)
+
+    def _orphaned_timings(self) -> Iterator[Outcome]:
+        """Queued timing tasks when no timing node is left: Ray would keep them forever."""
+        if self.timing_nodes():
+            return
+        for ref, key in list(self._refs.items()):
+            task = self._tasks[key]
+            if not task.times:
+                continue
+            del self._refs[ref], self._tasks[key]
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - it never started
+                pass
+            yield Outcome(key, False, None, f"no node left that can time for target fingerprint "
+                          f"{self.fingerprint[:16]}", "", "", self._attempts[key], task.label)
 
     def cancel(self) -> None:
         for ref in list(self._refs):
