@@ -4,6 +4,7 @@ booster per target and feature version, and warm-starts from them."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -107,3 +108,28 @@ def test_records_and_booster_persist_per_target_and_warm_start(tmp_path, points)
     cold = L.CostModel("target-c", None)
     cold.record_heldout("mm", 1.0, 2.0)
     assert cold.heldout == [] and cold.stats()["heldout_spearman"] is None
+
+
+def test_dataset_records_become_model_records(tmp_path):
+    from leirc.search.space import Space
+
+    p = Program.from_text(MATMUL)
+    o2 = Space("llvm").realize(p, Space("llvm").o2_point())
+    from leirc.lang.printer import PRETTY, print_kernel
+
+    lines = [json.dumps({"original": {"leir": MATMUL}, "transformed": {"leir": print_kernel(o2.kernel, PRETTY)},
+                         "timing": {"original_ms": 4.0, "transformed_ms": 1.0},
+                         "node": {"target_fingerprint": "here"}}),
+             json.dumps({"original": {"leir": MATMUL}, "transformed": {"leir": MATMUL},
+                         "timing": {"original_ms": 4.0, "transformed_ms": 4.0},
+                         "node": {"target_fingerprint": "elsewhere"}}),
+             "not json"]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    recs = L.records_from_dataset(str(path), target_fp="here")
+    assert [(r[1], r[3]) for r in recs] == [(p.fingerprint, 4.0), (o2.fingerprint, 1.0)]
+    assert len({r[0] for r in recs}) == 1 and len(L.records_from_dataset(str(path))) == 4
+    m = L.CostModel("here", str(tmp_path / "tuner"))
+    assert m.import_records(recs, source="dataset") == 2 and m.import_records(recs, source="dataset") == 0
+    m.close()
+    assert L.CostModel("here", str(tmp_path / "tuner")).warm == 2  # persisted: the next search starts from them

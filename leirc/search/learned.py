@@ -24,7 +24,8 @@ kernels' searches, earlier runs of this one), up to a record id fixed when the s
 started, so a resumed search sees the same warm data. The trained booster is written to
 ``DIR/tuner-<target>-v<version>.lgb`` after each fit (text, LightGBM's own format) for reuse
 and inspection. :func:`records_from_state` reads the measurements of any earlier search's state
-file (beam, MCTS...) as records. :data:`FEATURE_VERSION` changes whenever the features change; records of
+file (beam, MCTS...) as records, :func:`records_from_dataset` those of ``leirc dataset`` records
+(original and transformed program with their times). :data:`FEATURE_VERSION` changes whenever the features change; records of
 another version are not used.
 
 **Held-out rank correlation.** Before a batch is measured the current model scores it; once
@@ -293,6 +294,15 @@ class CostModel:
                                  (self.target_fp, FEATURE_VERSION, group, fingerprint, feats, float(ms), source,
                                   time.time()))
 
+    def import_records(self, records, source: str) -> int:
+        """Add ``records`` ((group, fingerprint, features, ms), from :func:`records_from_state` or
+        :func:`records_from_dataset`); persisted, so later searches on this target warm-start
+        from them. Returns how many were new."""
+        before = len(self.ms)
+        for group, fp, x, ms in records:
+            self.add(group, fp, x, ms, source=source)
+        return len(self.ms) - before
+
     @property
     def trained(self) -> bool:
         return self.booster is not None
@@ -404,6 +414,43 @@ def records_from_state(state_path: str, root, target: str = "llvm") -> list[tupl
     return out
 
 
+def records_from_dataset(path: str, target_fp: Optional[str] = None, target: str = "llvm") -> list[tuple]:
+    """(group, fingerprint, features, ms) of the programs of a ``leirc dataset`` records file
+    (JSONL, docs/dataset.md): each record's original and transformed program with
+    ``timing.original_ms`` / ``transformed_ms``, grouped by the original (its transitions rank
+    against each other). With ``target_fp``, records timed on another target
+    (``node.target_fingerprint`` or ``timing.target_fingerprint``) are left out. Lines that do not
+    parse or whose programs do not check are skipped."""
+    from ..engine.program import Program
+
+    out, programs = [], {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+                timing = rec.get("timing") or {}
+                where = timing.get("target_fingerprint") or (rec.get("node") or {}).get("target_fingerprint")
+                if target_fp is not None and where is not None and where != target_fp:
+                    continue
+                pair = [(rec["original"]["leir"], timing.get("original_ms")),
+                        (rec["transformed"]["leir"], timing.get("transformed_ms"))]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            progs = []
+            for text, ms in pair:
+                if text not in programs:
+                    p = Program.from_text(text)
+                    programs[text] = p if getattr(p, "ok", False) else None
+                progs.append((programs[text], ms))
+            if progs[0][0] is None:
+                continue
+            group = group_of(progs[0][0])
+            for p, ms in progs:
+                if p is not None and ms and ms > 0:
+                    out.append((group, p.fingerprint, features(p, None, target), float(ms)))
+    return out
+
+
 def target_fingerprint(target: str) -> str:
     """The fingerprint of ``target`` (:attr:`leirc.target.Target.fingerprint`), or of its spec
     string where it cannot be resolved."""
@@ -417,5 +464,5 @@ def target_fingerprint(target: str) -> str:
         return hashlib.sha256(str(target).encode()).hexdigest()[:16]
 
 
-__all__ = ["CostModel", "FEATURE_NAMES", "FEATURE_VERSION", "features", "group_of", "records_from_state", "spearman",
+__all__ = ["CostModel", "FEATURE_NAMES", "FEATURE_VERSION", "features", "group_of", "records_from_dataset", "records_from_state", "spearman",
            "target_fingerprint"]
