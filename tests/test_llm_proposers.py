@@ -38,6 +38,8 @@ def root():
 
 def client(server, *, models=("m",), log=None, **kw) -> LLMClient:
     kw.setdefault("max_retries", 0)
+    # these tests count one refusal per scripted bad answer; re-asking has its own test below
+    kw.setdefault("reasks", 0)
     return LLMClient(LLMConfig(base_url=server.url, models=models, timeout=5.0, **kw), log=log,
                      backoff_base=0.01, backoff_cap=0.02)
 
@@ -102,6 +104,22 @@ def test_malformed_json_is_refused_and_counted(llm_server, root):
     assert prop.stats()["rejected"] == {"malformed_json": 1}
     assert logs == ["llm[steptp] m: rejected (malformed_json): the JSON in the answer does not decode "
                     "(it is not repaired)"]
+
+
+def test_a_search_proposer_re_asks_after_a_bad_answer_and_uses_the_good_one(llm_server, root):
+    """An unreliable endpoint (prose first) does not end the proposer: the client asks again
+    with the refusal's reason, and the second answer's step is proposed (#34)."""
+    logs: list[str] = []
+    c = client(llm_server, log=logs.append, reasks=2)
+    prop = StepTPProposer(c, MenuProposer("llvm"), log=logs.append)
+    llm_server.push(ok("I would parallelize the outer loop, it is independent."))
+    llm_server.push(ok(answers({"strategy": "loop_parallelization", "args": {"loop": "N0.i"}})))
+    got = prop.propose(root, 2, random.Random(0))
+    assert [p.step.name for p in got] == ["loop_parallelization"]
+    st = prop.stats()
+    assert st["reasks"] == 1 and sum(st["reask_refusals"].values()) == 1
+    second = llm_server.requests[-1]["json"]["messages"]
+    assert any("I would parallelize" in m["content"] for m in second)  # its own answer went back with the reason
 
 
 def test_every_bad_answer_is_refused_with_its_reason(llm_server, root):
@@ -198,7 +216,7 @@ def test_the_key_never_reaches_logs_or_stats(llm_server, root, monkeypatch):
     secret = "sk-leirc-test-0123456789-do-not-leak"
     monkeypatch.setenv("LEIRC_TEST_KEY", secret)
     logs: list[str] = []
-    c = LLMClient(LLMConfig(base_url=llm_server.url, models=("m",), key_env="LEIRC_TEST_KEY", max_retries=0),
+    c = LLMClient(LLMConfig(base_url=llm_server.url, models=("m",), key_env="LEIRC_TEST_KEY", max_retries=0, reasks=0),
                   log=logs.append)
     prop = StepTPProposer(c, MenuProposer("llvm"), log=logs.append)
     llm_server.push(ok("nothing useful"), server_error(500, text=f"bad key {secret}"))

@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from typing import Callable, Optional
 
+from ..llm.reask import answer_check
 from ..llm.parse import Answer, Rejected, parse_answer, parse_answers
 from ..llm.prompts import (PROGRAM_STRATEGY, TEMPLATE_VERSION, autocomp_implement_messages, autocomp_plan_messages,
                            docstring_example, htam_rank_messages, site_entries, steptp_messages, template_id)
@@ -243,6 +244,8 @@ class _LLMProposer:
         return {"mode": self.mode, "template_version": TEMPLATE_VERSION, "calls": u.calls,
                 "cached_calls": u.cached_calls, "failed_calls": u.failed_calls, "retries": u.retries,
                 "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                # answers the client refused and asked again for (prose, malformed JSON, wrong shape)
+                "reasks": u.reasks, "reask_refusals": dict(u.refusals),
                 **self.tally.to_json(), "by_model": {m: dict(b) for m, b in u.by_model.items()}}
 
     def close(self) -> None:
@@ -254,7 +257,7 @@ class _LLMProposer:
         from ..llm import LLMError
 
         try:
-            return self.client.chat(messages, model=model, purpose=purpose)
+            return self.client.chat(messages, model=model, purpose=purpose, check=answer_check(purpose))
         except LLMError as e:
             self.llm_failed(e)
             return None
@@ -263,7 +266,7 @@ class _LLMProposer:
         from ..llm import LLMError
 
         out = []
-        for r in self.client.chat_many(requests):
+        for r in self.client.chat_many(requests, check_for=answer_check):
             if isinstance(r, LLMError):
                 self.llm_failed(r)
                 out.append(None)
