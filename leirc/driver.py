@@ -155,6 +155,7 @@ class Job:
     #: confirmation against the input): reused so the winner is verified once
     evaluation: object = None
     confirmation: object = None  # leirc.measure.Paired: a = the input, b = current
+    searched: object = None  # -O search: its SearchResult (the trace's evidence labels)
 
     @property
     def optimized(self) -> bool:
@@ -287,7 +288,7 @@ def optimize_pass(b: Build) -> Build:
         t0 = time.perf_counter()
         res = opt.optimize(j.original, b.options.target)
         j.steps, j.opt_log = list(res.steps), list(res.log)
-        searched = getattr(res, "result", None)  # -O search: its SearchResult
+        searched = j.searched = getattr(res, "result", None)  # -O search: its SearchResult
         if searched is not None and searched.best is not searched.root:
             j.evaluation, j.confirmation = searched.best.evaluation, searched.confirmation
         if res.kernel is not j.original.kernel:

@@ -40,6 +40,10 @@ def test_the_search_winner_is_built_once_verified_once_and_its_ratios_are_quotie
     # --time prints the search's own interleaved confirmation (one measurement), not a third build
     timed = next(ln for ln in out.stderr.splitlines() if ln.startswith("leirc: time rowsum"))
     assert "interleaved confirmation" in timed, timed
+    # the trace says what the steps' guarantee is (proven: legal by construction) and what they passed
+    trace = json.load(open(tmp_path / "out" / "rowsum.trace.json"))
+    assert trace["search"]["evidence"] in ("proven", "tested") and len(trace["search"]["steps_evidence"]) == \
+        len(trace["steps"]) and "seeds" in trace["search"]["verified_on"]
     summary = json.load(open(tmp_path / "out" / "rowsum.search.json"))
     assert summary["speedup"] == pytest.approx(summary["root_ms"] / summary["best_ms"], rel=1e-9)
     conf = summary.get("confirmation")

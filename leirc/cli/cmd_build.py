@@ -306,8 +306,14 @@ def _write_kernel_outputs(b, args, emit, written: list) -> None:
 
             level = b.options.optimizer().name
             path = base + ".trace.json"
+            # a search's trace says which steps are proven and which only tested, and on what
+            meta = {}
+            if j.searched is not None:
+                from ..search.report import trace_meta
+
+                meta["search"] = trace_meta(j.searched)
             write_output(path, _nl(trace_to_json(j.steps, kernel=j.name, pipeline=level, target=args.target,
-                                                 fingerprint=fingerprint(j.original.kernel))))
+                                                 fingerprint=fingerprint(j.original.kernel), **meta)))
             written.append(path)
             if "tir" in emit or b.kind == "py":
                 path = base + f".{level.lstrip('-')}.leir"
