@@ -134,3 +134,30 @@ def test_evolve_is_deterministic_and_resumes_without_measuring_again(tmp_path):
 
 def test_the_algorithm_table_is_the_clis_list():
     assert tuple(ALGORITHM_TABLE) == ALGORITHMS
+
+
+class Pairing(Synthetic):
+    """A Synthetic evaluator that also re-times two programs side by side (no noise)."""
+
+    def __init__(self, cost):
+        super().__init__(cost)
+        self.pairs = 0
+
+    def paired(self, text_a, text_b, rounds):
+        from leirc.measure import Paired
+
+        self.pairs += 1
+        a, b = self.cost(Program.from_text(text_a)), self.cost(Program.from_text(text_b))
+        return Paired(b / a, 0.0, (b / a,) * rounds, a, b, rounds)
+
+
+def test_only_candidates_that_could_beat_the_best_are_re_timed():
+    ev = Pairing(outside_defaults_ms)
+    opts = SearchOptions(algo="evolve", budget=16, proposers=("menu",), seed=0)
+    res = Search(Program.from_text(MATMUL), opts, evaluator=ev, progress=False).run()
+    judged = [n for n in res.nodes if n.evaluation is not None and n.parent is not None]
+    # every candidate beats the input (-O0), but only those within min_gain of the best so far are re-timed
+    assert all(n.ms < res.root.ms for n in judged if n.ok)
+    assert sum(n.pair is not None for n in judged) < len(judged)
+    assert ev.pairs == sum(n.pair is not None for n in judged) + (res.confirmation is not None)
+    assert tile_of(res.best.program) is not None and res.best.ms <= min(n.ms for n in judged if n.ok)

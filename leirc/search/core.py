@@ -153,6 +153,8 @@ class Node:
 
     index: Optional[int] = None  # which evaluation this was (1, 2, ...; the root 0)
     queued: bool = False  # handed out for evaluation (a multi-step proposal's middle is not, until proposed alone)
+    #: re-time next to the base only if the screen timing is within min_gain of this (ms; None: always)
+    gate_ms: Optional[float] = None
 
     @property
     def fingerprint(self) -> str:
@@ -616,6 +618,10 @@ class Search:
             if not n.replayed:
                 self._refresh(base)
             looks = n.ms < base.ms * (1.0 - self.options.min_gain) or self._promising(n, base)
+            # a candidate of a search that compares against the best so far (evolve: every
+            # candidate's base is the root) is re-timed only when its screen timing could beat it
+            if n.gate_ms is not None and n.ms >= n.gate_ms * (1.0 + self.options.min_gain):
+                looks = False
             if looks:
                 n.pair = self._paired(base.text(), n.text(), PAIR_ROUNDS)
             n.accepted = n.pair is not None and n.pair.beats(self.options.min_gain, MAX_NOISE)

@@ -113,6 +113,14 @@ class Evolution:
         ok.sort(key=lambda n: (self._rel(n), n.id))
         return [self.points[n.fingerprint] for n in ok[:POPULATION] if n.fingerprint in self.points]
 
+    def gate(self) -> Optional[float]:
+        """The screen timing of the best accepted candidate so far: a candidate is re-timed next
+        to the input (the interleaved protocol, ~12 timings) only when its own screen timing could
+        beat it, not every time it beats the input (which nearly every -O1/-O2 point does).
+        None before a candidate was accepted (the pipelines are always re-timed)."""
+        ok = [n for n in self.measured if n.accepted and n.ms]
+        return min(ok, key=lambda n: (self._rel(n), n.id)).ms if ok else None
+
     def _rel(self, n) -> float:
         if n.rel is not None:
             return n.rel
@@ -186,6 +194,7 @@ class Evolution:
             node = self.search.add_candidate(r.steps, prop)
             if node is None:
                 continue
+            node.gate_ms = self.gate()
             self.points.setdefault(node.fingerprint, point)
             nodes.append(node)
             meta.append((score, x))
