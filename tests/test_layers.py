@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     # the search sits below the driver: ``-O search`` is one of its optimizers
     ("leirc.search",),
     ("leirc.driver",),
-    ("leirc.cli", "leirc.ide", "leirc.dataset", "leirc.__main__"),
+    ("leirc.cli", "leirc.ide", "leirc.dataset", "leirc.cluster", "leirc.__main__"),
 ]
 
 
@@ -153,3 +153,23 @@ def test_tvm_is_imported_only_by_the_lowering_package():
             if any(x.split(".")[0] == "tvm" for x in names):
                 bad.append(f"{f.relative_to(ROOT)}:{n.lineno}")
     assert not bad, "tvm imported outside leirc/lower: " + ", ".join(bad)
+
+
+#: the one door to execution (``leirc.lower.device``): above ``leirc/lower`` nothing imports
+#: the sessions, the runner, the RPC client or the worker directly
+EXECUTION_INTERNALS = ("leirc.lower.session", "leirc.lower.runner", "leirc.lower.rpc", "leirc.lower.worker")
+
+
+def test_execution_goes_through_the_device_door():
+    bad = []
+    for f, mod, target, _names, line in _imports():
+        if mod == "leirc.lower" or mod.startswith("leirc.lower."):
+            continue
+        if any(target == m or target.startswith(m + ".") for m in EXECUTION_INTERNALS):
+            bad.append(f"{f.relative_to(ROOT)}:{line}: {mod} imports {target} (use leirc.lower.device)")
+    for f in sorted((ROOT / "lsp").rglob("*.py")):  # the language server is a client too
+        tree = ast.parse(f.read_text(encoding="utf-8"), str(f))
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module and any(n.module == m for m in EXECUTION_INTERNALS):
+                bad.append(f"{f.relative_to(ROOT)}:{n.lineno}: imports {n.module} (use leirc.lower.device)")
+    assert not bad, "execution reached past the device door:\n" + "\n".join(bad)

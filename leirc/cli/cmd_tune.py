@@ -30,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("--proposer", default=None, metavar="LIST", help="proposers (default: the search's)")
     p.add_argument("--strategies", default=None, metavar="NAMES", help="strategies the menu may use")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-t", "--target", default="llvm", help="target (default llvm)")
+    add_target_argument(p, kinds=("llvm",), default="llvm")
     p.add_argument("--threads", type=int, default=2, help="threads of each timed kernel (default 2)")
     p.add_argument("--workers", type=int, default=1, metavar="W",
                    help="local searches at once (default 1; 0: in this process); with --cluster local, its CPUs")
@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 
 def _usage(msg: str):
-    from .common import CliError
+    from .common import add_target_argument, CliError
 
     return CliError(msg, 2, kind="usage")
 
