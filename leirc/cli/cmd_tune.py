@@ -14,6 +14,7 @@ included), 130 interrupted (what was saved is reported; ``--resume`` continues).
 from __future__ import annotations
 
 import sys
+from .common import add_target_argument
 
 
 def register(sub) -> None:
@@ -44,7 +45,7 @@ def register(sub) -> None:
 
 
 def _usage(msg: str):
-    from .common import add_target_argument, CliError
+    from .common import CliError
 
     return CliError(msg, 2, kind="usage")
 
