@@ -14,6 +14,7 @@ included), 130 interrupted (what was saved is reported; ``--resume`` continues).
 from __future__ import annotations
 
 import sys
+
 from .common import add_target_argument
 
 
