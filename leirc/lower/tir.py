@@ -130,7 +130,7 @@ IEEE and integer corner cases (the interpreter's NumPy semantics; TVM differs by
       ``(x + y) - y``, ``(x + c) - c``, ``x + inf - inf``, ``x * 0``, ``0 / x``) or fold in
       double (two constants) get one operand behind a bit cast, so NaN, infinities and
       rounding come out as in the interpreter. Cancellations are decided on the lowered
-      operands (``_ExprLowerer._cancels``).
+      operands by TVM's own analyzer (``_ExprLowerer._folds``).
     * no contraction (CPU): a product that is an operand of ``+``/``-`` goes through
       ``llvm.arithmetic.fence`` (:data:`FENCE_PRODUCTS`); TVM lets LLVM fuse ``a*b + c``
       into one FMA, which rounds once and keeps an overflowing product finite.
@@ -473,6 +473,10 @@ class Lowerer:
         self.redirect: dict = {}
         #: tensors of 2**31 elements or more: int64 shapes and subscripts (:meth:`_shape`)
         self.wide: set = set()
+        #: TVM's arithmetic analyzer, asked whether it would fold a float operation
+        from tvm.sym import Analyzer  # noqa: PLC0415 - TVM is loaded by now (self.tvm)
+
+        self.analyzer = Analyzer()
 
     # -- driver ----------------------------------------------------------------
     def lower(self):
@@ -1066,10 +1070,10 @@ class _ExprLowerer:
         if is_float(dt):
             if isinstance(value, float) and math.isinf(value):
                 return _infinity(tirx, dt, value > 0)
-            if dt == "bf16":
-                # TVM computes bf16 in f32 and would keep the literal's f32 value
-                value = float(_np_float("bf16")(value))
-            return tirx.FloatImm(DTYPES[dt], float(value))
+            # the literal's value in its dtype: TVM keeps a double and folds a cast of it
+            # (to f32 for f16/bf16 arithmetic) without rounding it to the dtype first
+            value = float(np.asarray(value, dtype=np.float64).astype(_np_float(dt)))
+            return tirx.FloatImm(DTYPES[dt], value)
         return tirx.IntImm(DTYPES[dt], int(value))
 
     def cast(self, v, src: str, dst: str):
@@ -1332,26 +1336,25 @@ class _ExprLowerer:
             y = self._opaque(y, comp)
         elif e.op != "-" and (_occurs_in(e.rhs, e.lhs) or _occurs_in(e.lhs, e.rhs)):
             y = self._opaque(y, comp)
-        if e.op == "-":
-            for _ in range(3):  # an opaque form may itself occur on the other side
-                if not self._cancels(x, y):
-                    break
-                y = self._opaque(y, comp)
+        for _ in range(3):  # an opaque form may itself occur on the other side
+            if not self._folds(e.op, x, y):
+                break
+            y = self._opaque(y, comp)
         return x, y
 
-    def _cancels(self, x, y) -> bool:
-        """TVM's float cancellation rules would match ``x - y`` once the identities
-        ``v * 1``, ``1 * v``, ``v / 1`` (which it drops) are gone: ``(a + b) - b``,
-        ``(a + b) - a``, ``a - (a + b)``, ``a - (b + a)``, ``a - a``. They are compared on
-        the lowered TIR, so a literal counts (``(x + 1.0) - 1.0``, ``x + inf - inf``)."""
+    def _folds(self, op: str, x, y) -> bool:
+        """TVM's simplifier would rewrite ``x op y`` itself, not only inside its operands:
+        asked of TVM's own analyzer (its rules see through identities it removes first,
+        ``v * 1``, ``select(true, a, b)``, ``x - (-c)``, ...). The caller then makes ``y``
+        opaque, which no rule matches; a rewrite that was harmless costs nothing (LLVM
+        drops the cast)."""
         tirx = self.tirx
         from tvm_ffi import structural_equal as same  # noqa: PLC0415 - TVM's FFI, loaded with TVM
-        px, py = _peel_identities(tirx, x), _peel_identities(tirx, y)
-        if same(px, py):
-            return True
-        if isinstance(px, tirx.Add) and (same(px.a, py) or same(px.b, py)):
-            return True
-        return isinstance(py, tirx.Add) and (same(py.a, px) or same(py.b, px))
+
+        f = {"+": tirx.Add, "-": tirx.Sub, "*": tirx.Mul, "/": tirx.Div}[op]
+        an = self.low.analyzer
+        whole = an.rewrite_simplify(f(x, y))
+        return not same(whole, f(an.rewrite_simplify(x), an.rewrite_simplify(y)))
 
     def isnan(self, v, comp: str):
         """``v`` is NaN. LLVM: ``tirx.isnan`` (``fcmp uno``; made vectorizable in
@@ -1432,9 +1435,12 @@ class _ExprLowerer:
         return self._with_lets(c, lets)
 
     def unary_float(self, fn, comp: str, *args):
-        """Apply a transcendental; f16/bf16 compute in f32."""
+        """Apply a transcendental; f16 computes in f32, bf16 in f32 on CUDA and in f64 on
+        the CPU (where it cannot use the inline f32 forms, and TVM's own f32 ``tanh``
+        flushes a subnormal argument to 0; libm's f64 functions do not)."""
         if comp in ("f16", "bf16"):
-            wide = [self.tirx.Cast("float32", a) for a in args]
+            wt = "float64" if comp == "bf16" and not self.low.gpu else "float32"
+            wide = [self.tirx.Cast(wt, a) for a in args]
             return self.tirx.Cast(DTYPES[comp], fn(*wide))
         return fn(*args)
 
@@ -1482,6 +1488,11 @@ class _ExprLowerer:
             # miscompile -- sigmoid gave 1 everywhere -- or reject)
             if not self.low.gpu and comp not in ("f64", "bf16") and f in INLINE_LIBM:
                 return self.unary_float(partial(INLINE_LIBM[f], tirx), comp, x)
+            if not self.low.gpu and f == "tanh":
+                # TVM's own tanh is a formula that loses ~100 ulps near 0 (f64) and
+                # flushes subnormals; LLVM's intrinsic is libm's
+                wt = "float32" if comp in ("f32", "f16") else "float64"  # (f32, f16: inline forms above)
+                return self.unary_float(lambda v: tirx.call_llvm_pure_intrin(wt, "llvm.tanh", v), comp, x)
             return self.unary_float(fns[f], comp, x)
         raise LowerFailure(f"unknown function '{f}'", e.span)
 
@@ -1539,23 +1550,6 @@ def _tir_constant(v) -> bool:
     kids = [getattr(v, k) for k in ("a", "b", "value", "condition", "true_value", "false_value") if hasattr(v, k)]
     kids += list(getattr(v, "args", ()) or ())
     return bool(kids) and all(_tir_constant(k) for k in kids)
-
-
-def _peel_identities(tirx, v):
-    """``v`` without the float identities TVM's simplifier removes (``v * 1``, ``1 * v``,
-    ``v / 1``): the operand the cancellation rules then see."""
-    def one(n):
-        return isinstance(n, tirx.FloatImm) and n.value == 1.0
-
-    while True:
-        if isinstance(v, tirx.Mul) and one(v.b):
-            v = v.a
-        elif isinstance(v, tirx.Mul) and one(v.a):
-            v = v.b
-        elif isinstance(v, tirx.Div) and one(v.b):
-            v = v.a
-        else:
-            return v
 
 
 def _occurs_in(needle: A.Expr, hay: A.Expr) -> bool:
