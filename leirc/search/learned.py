@@ -240,6 +240,7 @@ class CostModel:
         self.fps: list[str] = []
         self.X: list[np.ndarray] = []
         self.ms: list[float] = []
+        self._seen: set = set()  # (group, fingerprint) of the records held
         self.booster = None
         self.fits = 0
         self.warm = 0
@@ -274,8 +275,9 @@ class CostModel:
             self.fit()
 
     def _append(self, group: str, fp: str, x: np.ndarray, ms: float) -> bool:
-        if any(g == group and f == fp for g, f in zip(self.groups, self.fps)):
+        if (group, fp) in self._seen:
             return False
+        self._seen.add((group, fp))
         self.groups.append(group)
         self.fps.append(fp)
         self.X.append(x)
