@@ -312,7 +312,8 @@ function serverPids() {
   const tiled = results[results.length - 1].ok;
   await run("verification-lens-equal", async () => {
     if (!tiled) throw new Error("skipped: no rewrite was applied");
-    const lens = page.locator(".codelens-decoration", { hasText: /✓ equal|✗/ }).first();
+    // the verification lens, not the kernel line whose GPU lens says "✗ rpc: ..." (a refused tracker)
+    const lens = page.locator(".codelens-decoration", { hasText: /✓ equal|✗ (?!rpc:)/ }).first();
     await lens.waitFor({ timeout: SLOW });
     const text = norm(await lens.innerText());
     console.log(`     lens: ${text}`);
