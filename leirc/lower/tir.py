@@ -1072,7 +1072,8 @@ class _ExprLowerer:
                 return _infinity(tirx, dt, value > 0)
             # the literal's value in its dtype: TVM keeps a double and folds a cast of it
             # (to f32 for f16/bf16 arithmetic) without rounding it to the dtype first
-            value = float(np.asarray(value, dtype=np.float64).astype(_np_float(dt)))
+            with np.errstate(over="ignore"):  # (E025 rejects a literal that overflows its type)
+                value = float(np.asarray(value, dtype=np.float64).astype(_np_float(dt)))
             return tirx.FloatImm(DTYPES[dt], value)
         return tirx.IntImm(DTYPES[dt], int(value))
 
