@@ -34,7 +34,7 @@ largest divisor ≤ 256, bind the outer part to ``blockIdx.x`` and the inner to 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from ..lang import ast as A
 from ..lang.affine import affine
@@ -320,25 +320,51 @@ def _bind_cuda(res: O1Result) -> None:
             res.undo(mark, f"undo binding of {ref}")
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One named pass of a fixed pipeline: it runs on the targets ``kinds`` when ``enabled``
+    says so for the pipeline's choices, and rewrites the running result in place (through
+    checked steps)."""
+
+    name: str
+    kinds: tuple
+    enabled: Callable
+    run: Callable
+
+
+def _always(_choices) -> bool:
+    return True
+
+
+#: -O1, as one readable list of named passes (the pipeline of the module docstring)
+PASSES: tuple = (
+    Pass("fuse", ("llvm", "cuda"), lambda c: c.fuse, lambda res, c: _fuse(res)),
+    Pass("reorder", ("llvm", "cuda"), lambda c: c.reorder, lambda res, c: _reorder(res)),
+    Pass("bind_cuda", ("cuda",), _always, lambda res, c: _bind_cuda(res)),
+    Pass("unroll_and_jam", ("llvm",), lambda c: c.jam > 1, lambda res, c: _jam(res, c.jam)),
+    Pass("parallelize", ("llvm",), _always, _parallelize),
+    Pass("vectorize", ("llvm",), _always, lambda res, c: _vectorize(res, c.vector)),
+)
+
+
+def target_kind(target) -> str:
+    """``cuda`` or ``llvm``: the family of passes a target gets (any CPU spec is ``llvm``)."""
+    return "cuda" if str(target).split()[0] == "cuda" else "llvm"
+
+
 def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResult] = None, *,
              choices: Choices = Choices()) -> O1Result:
-    """Run the -O1 pipeline for ``target`` (``llvm`` or ``cuda``); ``result`` is the
-    kernel's check result when the caller has it (it is not computed again); ``choices``
-    its decisions (:class:`Choices`; CUDA uses ``fuse`` and ``reorder`` only)."""
+    """Run the -O1 pipeline (:data:`PASSES`) for ``target`` (``llvm``, a CPU spec, or
+    ``cuda``); ``result`` is the kernel's check result when the caller has it (it is not
+    computed again); ``choices`` its decisions (:class:`Choices`; CUDA uses ``fuse`` and
+    ``reorder`` only)."""
     if result is None or result.kernel is not kernel:
         result = check_kernel(kernel)
     if not result.ok:
         raise NotApplicable("-O1", "the program has errors")
     res = O1Result(kernel, result=result)
-    if choices.fuse:
-        _fuse(res)
-    if choices.reorder:
-        _reorder(res)
-    if target == "cuda":
-        _bind_cuda(res)
-    else:
-        if choices.jam > 1:
-            _jam(res, choices.jam)
-        _parallelize(res, choices)
-        _vectorize(res, choices.vector)
+    kind = target_kind(target)
+    for p in PASSES:
+        if kind in p.kinds and p.enabled(choices):
+            p.run(res, choices)
     return res

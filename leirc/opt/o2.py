@@ -932,19 +932,24 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
         result = check_kernel(kernel)
     if not result.ok:
         raise NotApplicable("-O2", "the program has errors")
-    if target == "cuda":
+    if o1.target_kind(target) == "cuda":
         from .o2_cuda import optimize_cuda
 
         return optimize_cuda(kernel, result, gpu)
     tiles = tiles or default_tiles(target)
     run = PipelineRun(kernel, result)
     run.res.log.append(f"register tile mr={tiles.mr} nr={tiles.nr} lanes={tiles.lanes}")
-    if choices.cse:
-        _share_libm_calls(run)
-    if choices.outer_fusion:
-        _fuse_row_passes(run)
+    for name, enabled, fn in PASSES:
+        if enabled(choices):
+            fn(run, tiles, choices, target)
+    return run.res
+
+
+def _block_nests(run: "PipelineRun", tiles: Tiles, choices: Choices, _target) -> None:
+    """Register blocking of every GEMM-like nest, in order (a nest read under a box guard is
+    padded first; the padding is undone when no layout blocks after all)."""
     idx = 0
-    while choices.block and idx < len(run.res.kernel.body):
+    while idx < len(run.res.kernel.body):
         mark = run.res.mark()
         padded = _pad_guarded_inputs(run, idx) if gemm_like(run.res.kernel, run.res.result, idx,
                                                             unit_stride=False) else 0
@@ -961,22 +966,29 @@ def optimize(kernel: A.Kernel, target: str = "llvm", result: Optional[CheckResul
             if len(run.res.steps) > mark[2]:
                 run.res.undo(mark, f"nest N{idx}: undo padding and masking (the nest was not blocked)")
         idx += 1
-    if choices.partial_sums:
-        _partial_sums(run, tiles.lanes)
-    if choices.column_reductions:
-        _column_reductions(run, tiles.lanes)
-    if choices.privatize:
-        _privatize_rows(run)
+
+
+def _run_o1(run: "PipelineRun", _tiles: Tiles, choices: Choices, target) -> None:
     rest = o1.optimize(run.res.kernel, target, run.res.result, choices=choices.o1)
     run.res.kernel, run.res.result = rest.kernel, rest.result
     run.res.steps.extend(rest.steps)
     run.res.log.extend(rest.log)
-    if choices.fission:
-        _split_off_reductions(run)
-    if choices.vectorize_inner:
-        _vectorize_inner(run, tiles.lanes)
-    return run.res
 
 
-__all__ = ["LIBM_CALLS", "MAX_PEELED", "Choices", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
+#: -O2 on a CPU, as one readable list of named passes: (name, whether the choices run it, the
+#: pass). -O1 is one of them; the passes after it work on what -O1 made of the nests.
+PASSES: tuple = (
+    ("cse", lambda c: c.cse, lambda run, t, c, _: _share_libm_calls(run)),
+    ("outer_fusion", lambda c: c.outer_fusion, lambda run, t, c, _: _fuse_row_passes(run)),
+    ("block", lambda c: c.block, _block_nests),
+    ("partial_sums", lambda c: c.partial_sums, lambda run, t, c, _: _partial_sums(run, t.lanes)),
+    ("column_reductions", lambda c: c.column_reductions, lambda run, t, c, _: _column_reductions(run, t.lanes)),
+    ("privatize", lambda c: c.privatize, lambda run, t, c, _: _privatize_rows(run)),
+    ("o1", lambda c: True, _run_o1),
+    ("fission", lambda c: c.fission, lambda run, t, c, _: _split_off_reductions(run)),
+    ("vectorize_inner", lambda c: c.vectorize_inner, lambda run, t, c, _: _vectorize_inner(run, t.lanes)),
+)
+
+
+__all__ = ["LIBM_CALLS", "MAX_PEELED", "PASSES", "Choices", "Gemm", "PipelineRun", "Tiles", "default_tiles", "fit_tile", "gemm_like", "host_vector_lanes",
            "optimize", "partial_sums_peel", "partial_sums_site", "tile_reuses_an_operand", "tile_variants"]
