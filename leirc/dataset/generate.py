@@ -39,6 +39,7 @@ from .. import __version__
 from ..io import write_atomic
 from ..lang.printer import COMPACT, PRETTY, print_kernel
 from ..strategies import base as S
+from ..verify import evidence
 from . import reasoning as R
 from ..lang.canonical import fingerprint
 from .filtering import HARD
@@ -478,6 +479,8 @@ def unit_records(unit: Unit, opts: GenOptions, cache_dir: str, done: set, seen: 
                                   "fingerprint": new.fingerprint}
             rec["id"] = record_id(prog.fingerprint, new.fingerprint)
             rec["numerics"] = rw.numerics
+            # proven (legal by construction) or only tested (approximate): a training set says which
+            rec["evidence"] = evidence(rw.numerics)
             rec["reasoning"] = R.trace(strat, prog, rw, job.site, step.kwargs, opts.target)
             apply_s = time.perf_counter() - t1
             if new.fingerprint in seen:
@@ -488,6 +491,7 @@ def unit_records(unit: Unit, opts: GenOptions, cache_dir: str, done: set, seen: 
                 t2 = time.perf_counter()
                 e = ev.evaluate(text, reference=unit.text, numerics=rw.numerics)
                 rec["verification"] = _verification(e)
+                rec["verification"]["passed_on"] = e.verify.passed_on() if e.verify is not None else None
                 # the oracle is the literal interpreter: when the compiled original matches it bit
                 # for bit, so does a bitwise candidate, and the pair says whether the step kept
                 # the compiled results; otherwise that question stays open (None)
