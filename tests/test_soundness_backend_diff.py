@@ -238,3 +238,19 @@ def test_products_are_not_contracted_into_fma(dt):
     got = build(r, "llvm").run(ins)["Z"]
     assert (ref == 0).all()
     assert not compare(got, ref, True).any(), got[0]
+
+
+def test_zero_minus_a_zero_product_keeps_its_sign():
+    """``0.0 - a*c`` with ``a*c`` underflowing to +0.0 is +0.0; TVM lets LLVM ignore the
+    sign of zero and it became ``-(a*c)`` = -0.0 where the statement branches (a seeded
+    random tree found it)."""
+    src = (r"\kernel k(A: f32[1], B: f32[1], C: f32[1]) -> (Y: f32[1]) { L^{1}_{i=0} [ Y^{f32,g}_{i} = "
+           r"if_then_else((C^{f32,g}_{i} - ((-inf) / (B^{f32,g}_{i}))) >= 0.0, 0.5, "
+           r"0.0 - (if_then_else(3.0 == A^{f32,g}_{i}, -inf, A^{f32,g}_{i} * C^{f32,g}_{i}))); ]; }")
+    r = check_text(src, "<t>").results[0]
+    ins = {"A": np.array([3.1664502e-4], np.float32), "B": np.array([-0.005842382], np.float32),
+           "C": np.array([1e-45], np.float32)}
+    with np.errstate(all="ignore"):
+        ref = Interpreter(r, vectorize=False).run(ins)["Y"]
+    got = build(r, "llvm").run(ins)["Y"]
+    assert _bits(ref).tolist() == _bits(got).tolist() == [0]

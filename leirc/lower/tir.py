@@ -1307,6 +1307,13 @@ class _ExprLowerer:
         if const is not None and self.low.gpu:
             pattern = int(np.asarray(const, dtype=np.float64).astype(_np_float(comp)).view(f"uint{bits}"))
             return tirx.reinterpret(DTYPES[comp], tirx.const(pattern, f"uint{bits}"))
+        if const is not None and const == 0 and comp in ("f32", "f64", "f16"):
+            # LLVM drops the casts, and TVM's code generator lets LLVM ignore the sign of
+            # zero (``0.0 - x`` became ``-x``: -0.0 for x = +0.0): a zero stays behind a fence
+            wt = "float32" if comp == "f16" else DTYPES[comp]
+            zero = tirx.FloatImm(wt, math.copysign(0.0, const))
+            fenced = tirx.call_llvm_pure_intrin(wt, "llvm.arithmetic.fence", zero)
+            return fenced if comp != "f16" else tirx.Cast("float16", fenced)
         return tirx.reinterpret(DTYPES[comp], tirx.reinterpret(f"uint{bits}", v))
 
     def _guard_float_folding(self, e: A.BinOp, x, y, comp: str):
