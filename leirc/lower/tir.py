@@ -476,7 +476,7 @@ class Lowerer:
         #: TVM's arithmetic analyzer, asked whether it would fold a float operation
         from tvm.sym import Analyzer  # noqa: PLC0415 - TVM is loaded by now (self.tvm)
 
-        self.analyzer = Analyzer()
+        self.analyzer_type = Analyzer
 
     # -- driver ----------------------------------------------------------------
     def lower(self):
@@ -1268,7 +1268,8 @@ class _ExprLowerer:
         """``v`` behind ``llvm.arithmetic.fence`` when it is a product (see :meth:`float_op`;
         CPU, f32/f64)."""
         tirx = self.tirx
-        if FENCE_PRODUCTS and not self.low.gpu and comp in ("f32", "f64") and isinstance(v, tirx.Mul):
+        if (FENCE_PRODUCTS and not self.low.gpu and comp in ("f32", "f64") and isinstance(v, tirx.Mul)
+                and not _tir_constant(v)):  # (a constant product is folded, never contracted)
             return tirx.call_llvm_pure_intrin(DTYPES[comp], "llvm.arithmetic.fence", v)
         return v
 
@@ -1291,7 +1292,7 @@ class _ExprLowerer:
             r = self.tirx.Let(var, v, r)
         return r
 
-    def _opaque(self, v, comp: str, const: Optional[float] = None):
+    def _opaque(self, v, comp: str, const: Optional[float] = None, fence: bool = True):
         """``v`` behind a bit cast: the same value (LLVM and nvcc drop the casts), but TVM's
         simplifier cannot see into it. On CUDA a constant is cast from its bit pattern
         (TVM's CUDA code takes the address of the operand of a bit cast, which a literal
@@ -1300,14 +1301,14 @@ class _ExprLowerer:
         if comp == "bf16" and not self.low.gpu:
             # TVM's LLVM path computes bf16 in f32 (BF16ComputeLegalize) and rejects a bf16
             # bit cast there: the same value behind an f32 cast (bf16 -> f32 is exact)
-            return tirx.Cast("bfloat16", self._opaque(tirx.Cast("float32", v), "f32", const))
+            return tirx.Cast("bfloat16", self._opaque(tirx.Cast("float32", v), "f32", const, fence))
         bits = DTYPE_BYTES[comp] * 8
         if const is None and isinstance(v, tirx.FloatImm):
             const = v.value
         if const is not None and self.low.gpu:
             pattern = int(np.asarray(const, dtype=np.float64).astype(_np_float(comp)).view(f"uint{bits}"))
             return tirx.reinterpret(DTYPES[comp], tirx.const(pattern, f"uint{bits}"))
-        if const is not None and const == 0 and comp in ("f32", "f64", "f16"):
+        if fence and const is not None and const == 0 and comp in ("f32", "f64", "f16"):
             # LLVM drops the casts, and TVM's code generator lets LLVM ignore the sign of
             # zero (``0.0 - x`` became ``-x``: -0.0 for x = +0.0): a zero stays behind a fence
             wt = "float32" if comp == "f16" else DTYPES[comp]
@@ -1336,8 +1337,9 @@ class _ExprLowerer:
             x, y = self._fence(x, comp), self._fence(y, comp)
         zl, zr = zero(e.lhs), zero(e.rhs)
         if zl is not None or zr is not None:
-            x = x if zl is None else self._opaque(x, comp, zl)
-            y = y if zr is None else self._opaque(y, comp, zr)
+            # (against a constant LLVM folds exactly: no fence needed for the sign of zero)
+            x = x if zl is None else self._opaque(x, comp, zl, fence=not _tir_constant(y))
+            y = y if zr is None else self._opaque(y, comp, zr, fence=not _tir_constant(x))
         elif _tir_constant(x) and _tir_constant(y):
             # TVM folds constants in double (``2048 + 1 - 2048`` is 1, not 0, in f16);
             # behind the cast LLVM folds them in the dtype, as the interpreter computes
@@ -1360,7 +1362,9 @@ class _ExprLowerer:
         from tvm_ffi import structural_equal as same  # noqa: PLC0415 - TVM's FFI, loaded with TVM
 
         f = {"+": tirx.Add, "-": tirx.Sub, "*": tirx.Mul, "/": tirx.Div}[op]
-        an = self.low.analyzer
+        # a fresh analyzer: one that has seen a Let binds its variable, and the next
+        # expression binding it (a copy of the same operand) would be refused
+        an = self.low.analyzer_type()
         whole = an.rewrite_simplify(f(x, y))
         return not same(whole, f(an.rewrite_simplify(x), an.rewrite_simplify(y)))
 
