@@ -82,6 +82,21 @@ def assert_verified(before: A.Kernel, after: A.Kernel, *, bitwise: bool = False,
         assert rep.bitwise, f"not bitwise: max abs err {rep.max_abs_err}"
 
 
+def assert_verified_only_where_it_does_not_overflow(before: A.Kernel, after: A.Kernel, **kw) -> None:
+    """An approximate rewrite whose intermediate overflows before the original's does (exp(2a)
+    for a tanh, a softmax without its max shift): the identity holds on the ordinary grid, and
+    the probes -- which approximate candidates always meet -- reject it at large magnitudes.
+    The verifier must say both."""
+    from leirc.verify import verify
+
+    kw.setdefault("numerics", _NUMERICS.get(after))
+    grid = verify(text(after), text(before), target="interp", probes=(), **kw)
+    assert grid.equal, grid.failures
+    full = verify(text(after), text(before), target="interp", **kw)
+    assert not full.equal, "the probes should find where the rewrite overflows"
+    assert any(p in f for f in full.failures for p in ("logits", "mixed", "special", "range")), full.failures
+
+
 def assert_close_once(before: A.Kernel, after: A.Kernel, seed: int = 0, dist: str = "normal") -> None:
     """One interpreter run of each program on the same random inputs, outputs compared
     with the verifier's fp32 rule (cheaper than :func:`assert_verified` at full size)."""
