@@ -298,6 +298,11 @@ def run_row(row: dict, args) -> dict:
         cmd += ["--wrapper", info["wrapper"], "--report", info["report"]]
     cmd += ["--compile"] * args.compile + ["--overhead"] * args.overhead
     env = dict(os.environ, TVM_NUM_THREADS=str(args.threads))
+    # TVM's pool threads spin ~0.1-0.5 s after each parallel region by default (300,000 spins):
+    # with the sides interleaved in one process, eager's OpenMP threads then run beside spinning
+    # TVM threads and read several times slower (a 256^3 eager GEMM read 1.6 ms instead of ~0.2),
+    # which KernelBench's separate loops do not see. leirc's workers use the same setting.
+    env.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "10000")
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
