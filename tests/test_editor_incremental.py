@@ -169,8 +169,11 @@ async def test_a_burst_of_edits_runs_a_bounded_number_of_analyses(client):
 @pytestmark_server
 async def test_a_cancelled_request_is_answered_as_cancelled(client):
     uri = "file:///ws/cancel.leir"
-    # every kernel's text new (nothing cached): the request waits for a long analysis
-    open_doc(client, uri, BIG.replace("L^{", "L^{   "))
+    # every kernel's text new (nothing cached): the request waits for a long analysis -- long
+    # enough (8 copies of the corpus, each spelled apart) that the cancel arrives while it runs
+    # also on a quiet machine (with one copy the formatting sometimes finished first)
+    # every copy spelled apart, so no kernel's result is cached from another copy
+    open_doc(client, uri, "\n".join(BIG.replace("L^{", "L^{" + " " * (k + 1)) for k in range(8)))
     fut = client.protocol.send_request(T.TEXT_DOCUMENT_FORMATTING, T.DocumentFormattingParams(
         text_document=tdi(uri), options=T.FormattingOptions(tab_size=2, insert_spaces=True)), msg_id="cancel-me")
     client.protocol.notify(T.CANCEL_REQUEST, T.CancelParams(id="cancel-me"))
