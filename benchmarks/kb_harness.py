@@ -80,9 +80,9 @@ def workload_rows(pattern: str = os.path.join(HERE, "workloads", "*.py")) -> lis
 
 
 def stdlib_rows() -> list:
-    from search_matrix.torch_eager import _table
+    from search_matrix.torch_eager import eager_table
 
-    table = _table()
+    table = eager_table()
     rows = []
     for p in sorted(glob.glob(os.path.join(ROOT, "stdlib", "*.leir"))):
         name = os.path.splitext(os.path.basename(p))[0]
@@ -102,7 +102,7 @@ def _stdlib_sides(path: str, opt: str):
     from leirc.driver import BuildOptions, new_build, run_pipeline
     from leirc.interp import random_inputs
     from leirc.lower.device import Library, TorchCall
-    from search_matrix.torch_eager import _table
+    from search_matrix.torch_eager import eager_table
 
     name = os.path.splitext(os.path.basename(path))[0]
     with open(path, encoding="utf-8") as f:
@@ -110,7 +110,7 @@ def _stdlib_sides(path: str, opt: str):
     b = run_pipeline(new_build(text, file=path, options=BuildOptions(opt=opt)), until="verify")
     j = b.jobs[0]
     k = j.current.kernel
-    fn = _table()[name]
+    fn = eager_table()[name]
     in_names = [p.name for p in k.inputs]
     out_names = [p.name for p in k.outputs]
 

@@ -108,7 +108,7 @@ def test_semantic_tokens_after_an_edit_lex_one_kernel(monkeypatch):
 
 
 def test_outline_converted_per_kernel_equals_the_whole_conversion():
-    from leirc_lsp.server import CONVERTER, _symbol, _symbols
+    from leirc_lsp.server import CONVERTER, lsp_symbol, outline
 
     rng = random.Random(11)
     for f in CORPUS:
@@ -118,7 +118,7 @@ def test_outline_converted_per_kernel_equals_the_whole_conversion():
             for x in (t, t[:i] + rng.choice(["\n", " ", "é", "𝔸"]) + t[i:]):
                 doc = Document(x)
                 lines = Lines(doc.text)
-                assert _symbols(doc) == [CONVERTER.unstructure(_symbol(lines, s)) for s in features.document_symbols(doc)]
+                assert outline(doc) == [CONVERTER.unstructure(lsp_symbol(lines, s)) for s in features.document_symbols(doc)]
 
 
 def test_inlay_hints_look_only_at_the_kernels_shown():

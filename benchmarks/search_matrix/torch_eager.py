@@ -10,7 +10,7 @@ import functools
 
 
 @functools.cache  # built on first use: importing the module must not import its library
-def _table():
+def eager_table():
     import torch
     import torch.nn.functional as F
 
@@ -51,4 +51,4 @@ def _table():
 
 def eager(name: str):
     """The eager function of stdlib kernel ``name`` (None when there is none)."""
-    return _table().get(name)
+    return eager_table().get(name)

@@ -993,10 +993,10 @@ async def rename(ls: LeircServer, params: T.RenameParams):
     return T.WorkspaceEdit(changes={params.text_document.uri: to_lsp_edits(Lines(doc.text), edits)})
 
 
-def _symbol(lines: Lines, s: features.Symbol) -> T.DocumentSymbol:
+def lsp_symbol(lines: Lines, s: features.Symbol) -> T.DocumentSymbol:
     return T.DocumentSymbol(name=s.name, detail=s.detail or None, kind=SYMBOL_KINDS.get(s.kind, T.SymbolKind.Object),
                             range=lines.range(s.span), selection_range=lines.range(s.selection),
-                            children=[_symbol(lines, c) for c in s.children] or None)
+                            children=[lsp_symbol(lines, c) for c in s.children] or None)
 
 
 @server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
@@ -1005,10 +1005,10 @@ async def document_symbols(ls: LeircServer, params: T.DocumentSymbolParams):
     doc = await ls.document(params.text_document.uri)
     if doc is None:
         return []
-    return await ls.off_loop(_symbols, doc)
+    return await ls.off_loop(outline, doc)
 
 
-def _symbols(doc: Document) -> list[dict]:
+def outline(doc: Document) -> list[dict]:
     """The outline as LSP JSON, kernel by kernel: each kernel's tree is converted once per
     kernel text (in its own lines, UTF-16 columns of its real first line) and moved to its
     place by adding its first line; a bare body is converted whole."""
@@ -1020,7 +1020,7 @@ def _symbols(doc: Document) -> list[dict]:
             if k.span is None and not seg.text.strip():
                 continue
             lines = lines or Lines(doc.text)
-            out.extend(CONVERTER.unstructure(_symbol(lines, s)) for s in features.document_symbols(doc)
+            out.extend(CONVERTER.unstructure(lsp_symbol(lines, s)) for s in features.document_symbols(doc)
                        if s.name == k.name)
             continue
         prefix = doc.text[seg.offset:seg.offset + seg.pad]
@@ -1028,7 +1028,7 @@ def _symbols(doc: Document) -> list[dict]:
         with _SYMBOL_LOCK:
             hit = _SYMBOL_JSON.get(key)
         if hit is None:
-            hit = CONVERTER.unstructure(_symbol(Lines(prefix + seg.text[seg.pad:]), local))
+            hit = CONVERTER.unstructure(lsp_symbol(Lines(prefix + seg.text[seg.pad:]), local))
             with _SYMBOL_LOCK:
                 _SYMBOL_JSON[key] = hit
                 while len(_SYMBOL_JSON) > 512:
